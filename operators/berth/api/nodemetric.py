@@ -1,0 +1,199 @@
+"""NodeMetric (``slo.koordinator.sh/v1alpha1``, cluster-scoped, one per Node with the Node's
+name): how a node's agent should collect usage (spec) and the usage it reported (status).
+Wire-compatible with Koordinator.
+
+The collect-policy defaults are schema defaults, and ``spec`` and ``metricCollectPolicy``
+default to ``{}``, so even a NodeMetric created with no spec reads back with the full policy.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from typing import Final
+
+from pydantic import Field
+
+from berth.api.base import SERVER_DEFAULT, SERVER_DEFAULT_OBJECT, ApiModel, Time
+from berth.api.duration import Duration, parse_duration
+from berth.api.meta import KubeObject
+from berth.api.quantity import ResourceList
+from berth.api.resource import CustomResource, PrinterColumn
+
+__all__ = [
+    "CRD",
+    "GROUP",
+    "VERSION",
+    "AggregatePolicy",
+    "AggregatedUsage",
+    "AggregationType",
+    "NodeMemoryCollectPolicy",
+    "NodeMetric",
+    "NodeMetricCollectPolicy",
+    "NodeMetricInfo",
+    "NodeMetricSpec",
+    "NodeMetricStatus",
+    "PodMetricInfo",
+    "ResourceMap",
+]
+
+GROUP: Final = "slo.koordinator.sh"
+VERSION: Final = "v1alpha1"
+
+
+class NodeMemoryCollectPolicy(StrEnum):
+    """What counts as a node's memory usage."""
+
+    USAGE_WITHOUT_PAGE_CACHE = "usageWithoutPageCache"
+    """Used memory minus all page cache (the default)."""
+    USAGE_WITH_HOT_PAGE_CACHE = "usageWithHotPageCache"
+    """Used memory minus page cache, plus the active (hot) page cache."""
+    USAGE_WITH_PAGE_CACHE = "usageWithPageCache"
+    """Used memory including all page cache."""
+
+
+class AggregationType(StrEnum):
+    """Statistics reported for each aggregation window (keys of ``usage``)."""
+
+    AVG = "avg"
+    P50 = "p50"
+    P90 = "p90"
+    P95 = "p95"
+    P99 = "p99"
+
+
+class AggregatePolicy(ApiModel):
+    """The windows over which node usage is aggregated."""
+
+    durations: list[Duration] = Field(
+        default_factory=lambda: ["5m", "10m", "30m"],
+        json_schema_extra={
+            **SERVER_DEFAULT,
+            "default": ["5m", "10m", "30m"],
+            "x-kubernetes-list-type": "set",
+        },
+    )
+    """Window lengths (default 5m, 10m, 30m)."""
+
+
+class NodeMetricCollectPolicy(ApiModel):
+    """How the node agent collects and reports usage."""
+
+    aggregate_duration_seconds: int = Field(default=300, ge=1, json_schema_extra=SERVER_DEFAULT)
+    """How much history (seconds) the agent keeps for aggregation (default 300)."""
+    report_interval_seconds: int = Field(default=60, ge=1, json_schema_extra=SERVER_DEFAULT)
+    """How often (seconds) the agent writes the status (default 60)."""
+    node_aggregate_policy: AggregatePolicy = Field(
+        default_factory=AggregatePolicy, json_schema_extra=SERVER_DEFAULT_OBJECT
+    )
+    """Aggregation windows of node usage."""
+    node_memory_collect_policy: NodeMemoryCollectPolicy = Field(
+        default=NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE, json_schema_extra=SERVER_DEFAULT
+    )
+    """What counts as memory usage (default ``usageWithoutPageCache``)."""
+
+    def report_interval(self) -> timedelta:
+        """The report interval as a duration."""
+        return timedelta(seconds=self.report_interval_seconds)
+
+    def aggregation_windows(self) -> list[timedelta]:
+        """The aggregation windows as durations."""
+        return [parse_duration(d) for d in self.node_aggregate_policy.durations]
+
+
+class NodeMetricSpec(ApiModel):
+    """What the node agent is asked to do."""
+
+    metric_collect_policy: NodeMetricCollectPolicy = Field(
+        default_factory=NodeMetricCollectPolicy, json_schema_extra=SERVER_DEFAULT_OBJECT
+    )
+    """The collection policy, computed by Berth from ``slo-controller-config``."""
+
+
+class ResourceMap(ApiModel):
+    """A set of resource amounts (Koordinator wraps the resource list in ``resources``)."""
+
+    resources: ResourceList | None = None
+    """Resource name to amount (cpu in cores, memory in bytes)."""
+
+
+class AggregatedUsage(ApiModel):
+    """Usage statistics over one window."""
+
+    usage: dict[str, ResourceMap] | None = None
+    """Statistic (``avg``, ``p50``, ``p90``, ``p95``, ``p99``) to usage."""
+    duration: Duration | None = None
+    """The window length (e.g. ``5m``)."""
+
+
+class NodeMetricInfo(ApiModel):
+    """Usage of the node as a whole."""
+
+    node_usage: ResourceMap | None = None
+    """Current usage of the node."""
+    aggregated_node_usages: list[AggregatedUsage] | None = None
+    """Usage statistics over each window, once there are enough samples."""
+    system_usage: ResourceMap | None = None
+    """Usage outside pods (system daemons, kernel): node usage minus pods' usage."""
+
+
+class PodMetricInfo(ApiModel):
+    """Usage of one pod on the node."""
+
+    namespace: str | None = None
+    """Namespace of the pod."""
+    name: str | None = None
+    """Name of the pod."""
+    pod_usage: ResourceMap | None = None
+    """Current usage of the pod."""
+    priority: str | None = None
+    """Koordinator priority class of the pod (e.g. ``koord-prod``), if any."""
+    qos: str | None = None
+    """Koordinator QoS class of the pod (e.g. ``LS``, ``BE``), if any."""
+
+
+class NodeMetricStatus(ApiModel):
+    """What the node agent reported."""
+
+    update_time: Time | None = None
+    """When the agent last reported; older than the expiration means stale."""
+    node_metric: NodeMetricInfo | None = None
+    """Usage of the node."""
+    pods_metric: list[PodMetricInfo] | None = None
+    """Usage of each pod on the node."""
+
+
+class NodeMetric(KubeObject):
+    """A NodeMetric: collect policy for a node's agent and the usage it reports."""
+
+    api_version: str = f"{GROUP}/{VERSION}"
+    kind: str = "NodeMetric"
+    spec: NodeMetricSpec = Field(
+        default_factory=NodeMetricSpec, json_schema_extra=SERVER_DEFAULT_OBJECT
+    )
+    """The collection policy."""
+    status: NodeMetricStatus | None = None
+    """The reported usage."""
+
+
+CRD: Final = CustomResource(
+    model=NodeMetric,
+    group=GROUP,
+    version=VERSION,
+    kind="NodeMetric",
+    plural="nodemetrics",
+    singular="nodemetric",
+    scope="Cluster",
+    categories=("berth",),
+    printer_columns=(
+        PrinterColumn("Updated", ".status.updateTime", type="date", description="Last report"),
+        PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
+        PrinterColumn(
+            "Interval",
+            ".spec.metricCollectPolicy.reportIntervalSeconds",
+            type="integer",
+            description="Seconds between reports",
+            priority=1,
+        ),
+    ),
+)

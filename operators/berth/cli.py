@@ -1,0 +1,102 @@
+"""The ``berth`` command: the local cluster, the components, and the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from berth.localcluster.build import BuildError, ensure_built
+from berth.localcluster.cluster import ClusterError, LocalCluster
+from berth.localcluster.kubectl import KubectlError
+
+
+def say(message: str) -> None:
+    """Progress for a person at a terminal (logs go through structlog instead)."""
+    sys.stderr.write(f"berth: {message}\n")
+    sys.stderr.flush()
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.default()
+    if args.action == "build":
+        ensure_built(say)
+    elif args.action == "up":
+        cluster.up(nodes=args.nodes, say=say)
+        sys.stdout.write(cluster.env(ensure_built(say)))
+    elif args.action == "down":
+        cluster.down()
+        say("local cluster stopped")
+    elif args.action == "env":
+        sys.stdout.write(cluster.env(ensure_built(say)))
+    elif args.action == "status":
+        up = cluster.is_up()
+        say(f"local cluster is {'up' if up else 'down'}; KUBECONFIG={cluster.kubeconfig}")
+        return 0 if up else 1
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from berth.run import RunOptions, run
+
+    return run(
+        RunOptions(
+            kubeconfig=args.kubeconfig,
+            operators=not args.no_operators,
+            scheduler=not args.no_scheduler,
+            scheduler_config=args.config,
+            log_level=args.log_level,
+        )
+    )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from berth.demo import demo
+
+    return demo(nodes=args.nodes, keep=args.keep, say=say)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="berth", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    cluster = sub.add_parser(
+        "cluster", help="the local cluster (kube-apiserver + etcd, controller-manager, kwok)"
+    )
+    actions = cluster.add_subparsers(dest="action", required=True)
+    up = actions.add_parser("up", help="start it (building it first if needed)")
+    up.add_argument("--nodes", type=int, default=3, help="kwok nodes (default 3)")
+    actions.add_parser("down", help="stop every process and wipe the data")
+    actions.add_parser("env", help="print the shell exports for kubectl")
+    actions.add_parser("build", help="build the binaries from Go modules")
+    actions.add_parser("status", help="exit 0 when it is up")
+    cluster.set_defaults(func=_cluster)
+
+    run = sub.add_parser("run", help="run the operators and the scheduler in one process")
+    run.add_argument("--kubeconfig", help="kubeconfig path (default: in-cluster, then KUBECONFIG)")
+    run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
+    run.add_argument("--no-operators", action="store_true", help="do not run the operators")
+    run.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler")
+    run.add_argument("--log-level", default="info")
+    run.set_defaults(func=_run)
+
+    demo = sub.add_parser("demo", help="the local cluster with Berth installed, shown working")
+    demo.add_argument("--nodes", type=int, default=3)
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running")
+    demo.set_defaults(func=_demo)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (BuildError, ClusterError, KubectlError) as err:
+        say(f"error: {err}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Building API clients: one place that knows how Berth reaches the Kubernetes API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable
+from typing import Any
+
+from kubernetes_asyncio import config
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+
+async def load_configuration(path: str | None = None, context: str | None = None) -> Configuration:
+    """Connection settings from a kubeconfig file.
+
+    With no path: the in-cluster service account when running in a pod, else ``KUBECONFIG``
+    or ``~/.kube/config`` as kubectl would.
+    """
+    configuration = Configuration()
+    if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration
+        )
+    return configuration
+
+
+async def client_from_kubeconfig(path: str | None = None, context: str | None = None) -> ApiClient:
+    """An API client for the cluster a kubeconfig (or the pod's service account) names."""
+    return ApiClient(await load_configuration(path, context))
+
+
+async def checked(response: Any) -> Any:
+    """Raise ApiException for an error status of a raw (``_preload_content=False``) call.
+
+    The client returns raw responses as they are, error statuses included; every raw call
+    in Berth goes through here so a refused request is never taken for a done one.
+    """
+    if response.status >= 400:
+        body = await response.read()
+        response.release()
+        error = ApiException(status=response.status, reason=response.reason)
+        error.body = body
+        raise error
+    return response
+
+
+async def succeeded(call: Awaitable[Any]) -> bytes:
+    """Await a raw write and return its body; raises ApiException for an error status.
+
+    Reading the body hands the connection back to the pool, which a raw response that is
+    left alone would hold on to.
+    """
+    response = await checked(await call)
+    body: bytes = await response.read()
+    response.release()
+    return body

@@ -1,0 +1,161 @@
+"""List, then watch from the list's resourceVersion; relist on 410 Gone; follow bookmarks.
+
+Objects arrive as plain dicts straight from the JSON (no client model classes: they cost
+more than the scheduling itself). A relist reports objects that vanished meanwhile as
+DELETED, so consumers see one consistent stream whatever happened to the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth import log
+from berth.kube import checked
+
+logger = log.get(__name__)
+
+# A list/watch call of kubernetes-asyncio (e.g. CoreV1Api.list_pod_for_all_namespaces)
+# bound to its positional arguments; called with keyword arguments only.
+ListCall = Callable[..., Awaitable[Any]]
+Handler = Callable[[str, dict[str, Any]], None]
+
+WATCH_TIMEOUT_SECONDS = 300
+RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+@dataclass
+class WatchStats:
+    lists: int = 0
+    watches: int = 0
+    gone: int = 0
+    events: int = 0
+
+
+class Gone(Exception):
+    """The resourceVersion is too old (HTTP 410): the only way on is a fresh list."""
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
+
+
+class Informer:
+    """Keeps a consumer in step with one kind of object."""
+
+    def __init__(self, kind: str, call: ListCall, handler: Handler) -> None:
+        self.kind = kind
+        self.call = call
+        self.handler = handler
+        self.known: dict[str, dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self.stats = WatchStats()
+        self.resource_version = ""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                if not self.resource_version:
+                    await self._list()
+                await self._watch(stop)
+                failures = 0
+            except Gone:
+                self.stats.gone += 1
+                logger.info("watch expired, relisting", kind=self.kind)
+                self.resource_version = ""
+            except asyncio.CancelledError:
+                raise
+            except ApiException as err:
+                if err.status == 410:
+                    self.stats.gone += 1
+                    self.resource_version = ""
+                    continue
+                failures += 1
+                await self._pause(stop, failures, err)
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
+                failures += 1
+                await self._pause(stop, failures, err)
+
+    async def _pause(self, stop: asyncio.Event, failures: int, err: BaseException) -> None:
+        delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS)) - 1]
+        logger.warning("list/watch failed, retrying", kind=self.kind, error=str(err), delay=delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+
+    async def _list(self) -> None:
+        response = await checked(await self.call(_preload_content=False))
+        body = json.loads(await response.read())
+        self.stats.lists += 1
+        items = body.get("items") or []
+        listed: dict[str, dict[str, Any]] = {}
+        for item in items:
+            listed[object_key(item)] = item
+        for key in list(self.known):
+            if key not in listed:
+                self._dispatch("DELETED", self.known[key])
+        for item in items:
+            self._dispatch("MODIFIED" if object_key(item) in self.known else "ADDED", item)
+        self.resource_version = body.get("metadata", {}).get("resourceVersion", "")
+        self.synced.set()
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        self.stats.watches += 1
+        response = await checked(
+            await self.call(
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_TIMEOUT_SECONDS,
+                _preload_content=False,
+            )
+        )
+        async with response:
+            async for line in _lines(response):
+                if stop.is_set():
+                    return
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone()
+                    raise ValueError(f"watch error: {obj.get('message')}")
+                version = (obj.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    self.resource_version = version
+                if kind == "BOOKMARK":
+                    continue
+                self._dispatch(str(kind), obj)
+
+    def _dispatch(self, kind: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        if kind == "DELETED":
+            self.known.pop(key, None)
+        else:
+            self.known[key] = obj
+        self.stats.events += 1
+        try:
+            self.handler(kind, obj)
+        except Exception:
+            logger.exception("handler failed", kind=self.kind, key=key)

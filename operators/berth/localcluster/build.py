@@ -1,0 +1,186 @@
+"""Building the local cluster's binaries from Go modules, once per source version.
+
+The Go modules under tools/localcluster pin k8s.io/kubernetes and kwok. Binaries land in
+``.cache/bin/<key>/`` where the key hashes the modules' go.mod, go.sum and Go
+sources: a second start reuses them, and a change to the pins builds afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from berth.localcluster.paths import CACHE_DIR, TOOLS_DIR
+
+MIN_GO = (1, 26)
+
+# (module directory relative to TOOLS_DIR, packages to build).
+TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        ".",
+        (
+            "./cmd/berth-apiserver",
+            "k8s.io/kubernetes/cmd/kubectl",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler",
+        ),
+    ),
+    ("kwok", ("sigs.k8s.io/kwok/cmd/kwok", "./cmd/kwok-stages")),
+)
+BINARIES = (
+    "berth-apiserver",
+    "kubectl",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kwok-stages",
+)
+
+
+class BuildError(RuntimeError):
+    """The binaries could not be built; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the built local-cluster binaries."""
+
+    directory: Path
+
+    def __getitem__(self, name: str) -> Path:
+        return self.directory / name
+
+    def complete(self) -> bool:
+        return all((self.directory / name).is_file() for name in BINARIES)
+
+
+def source_key() -> str:
+    """A short hash of everything that decides what the build produces."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p
+        for p in TOOLS_DIR.rglob("*")
+        if p.is_file() and (p.name in ("go.mod", "go.sum") or p.suffix == ".go")
+    )
+    for path in files:
+        digest.update(str(path.relative_to(TOOLS_DIR)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cached() -> Binaries:
+    """Where the binaries for the current sources live (built or not)."""
+    return Binaries(CACHE_DIR / "bin" / source_key())
+
+
+def ensure_built(progress: Callable[[str], None] | None = None) -> Binaries:
+    """The binaries for the current sources, building them first if needed."""
+    binaries = cached()
+    if binaries.complete():
+        return binaries
+    say = progress or _stderr
+    go = _check_go()
+    staging = Path(tempfile.mkdtemp(prefix="build-", dir=_ensure_dir(CACHE_DIR / "bin")))
+    started = time.monotonic()
+    try:
+        for module, packages in TARGETS:
+            _build_module(go, TOOLS_DIR / module, packages, staging, say)
+        if binaries.directory.exists():
+            shutil.rmtree(binaries.directory)
+        staging.rename(binaries.directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    say(f"built the local cluster binaries in {time.monotonic() - started:.0f}s")
+    return binaries
+
+
+def _build_module(
+    go: str, module: Path, packages: tuple[str, ...], out: Path, say: Callable[[str], None]
+) -> None:
+    env = _go_env()
+    listed = subprocess.run(
+        [go, "list", "-deps", *packages],
+        cwd=module,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode != 0:
+        raise BuildError(_explain(listed.stderr))
+    total = max(1, len(listed.stdout.split()))
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in packages)
+    say(f"building {names} from Go modules ({total} packages; the first build takes a while)")
+    command = [go, "build", "-v", "-trimpath", "-ldflags=-s -w", "-o", f"{out}/", *packages]
+    proc = subprocess.Popen(
+        command, cwd=module, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    assert proc.stderr is not None
+    compiled, last_shown, errors = 0, -10, []
+    for line in proc.stderr:
+        line = line.rstrip()
+        if re.match(r"^[\w.\-]+(/[\w.\-~]+)*$", line):
+            compiled += 1
+            percent = min(99, 100 * compiled // total)
+            if percent >= last_shown + 10:
+                last_shown = percent
+                say(f"  {percent:3d}% compiled ({line})")
+        else:
+            errors.append(line)
+    if proc.wait() != 0:
+        raise BuildError(_explain("\n".join(errors)))
+
+
+def _explain(stderr: str) -> str:
+    """One line that says what is missing, from go's error output."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if any(s in line for s in ("dial tcp", "no such host", "connection refused", "proxy")):
+            return f"cannot fetch Go modules from the module proxy: {line}"
+    for line in lines:
+        if "go.mod requires go" in line or "toolchain" in line:
+            return f"this Go is too old for the pinned Kubernetes: {line}"
+    return "go build failed: " + (lines[-1] if lines else "no output")
+
+
+def _check_go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "Go is not installed (needs Go >= {}.{} on PATH to build the local cluster)".format(
+                *MIN_GO
+            )
+        )
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout
+    match = re.search(r"go(\d+)\.(\d+)", out)
+    if not match or (int(match[1]), int(match[2])) < MIN_GO:
+        raise BuildError(
+            f"Go {out.strip() or '?'} is too old: the local cluster needs Go >= "
+            f"{MIN_GO[0]}.{MIN_GO[1]}"
+        )
+    return go
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("GOTOOLCHAIN", "local")
+    env.setdefault("GOFLAGS", "-mod=readonly -buildvcs=false")
+    return env
+
+
+def _ensure_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()

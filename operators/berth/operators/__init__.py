@@ -1,0 +1,1 @@
+"""Kopf operators, one module per custom resource, sharing one registry."""

@@ -1,0 +1,66 @@
+"""Running the Kopf operators inside ``berth run``'s event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from typing import Any
+
+import kopf
+from kubernetes_asyncio.client import Configuration
+
+from berth import log
+from berth.operators.registry import REGISTRY
+
+# The operator modules; each registers its handlers in REGISTRY when imported.
+OPERATOR_MODULES: tuple[str, ...] = ()
+
+logger = log.get(__name__)
+
+
+def connection_info(configuration: Configuration) -> kopf.ConnectionInfo:
+    """Kopf connects exactly as the rest of Berth does: from the same Configuration."""
+    keys = configuration.api_key or {}
+    token = keys.get("authorization") or keys.get("BearerToken")
+    if token and token.lower().startswith("bearer "):
+        token = token[len("bearer ") :]
+    return kopf.ConnectionInfo(
+        server=str(configuration.host),
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        token=token,
+    )
+
+
+@kopf.on.login(registry=REGISTRY)
+def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    return connection_info(memo.configuration)
+
+
+@kopf.on.startup(registry=REGISTRY)
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = "berth.dev/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="berth.dev", key="last-handled-configuration"
+    )
+
+
+async def run_operators(configuration: Configuration, stop: asyncio.Event) -> None:
+    """Run every operator module until ``stop`` is set.
+
+    Standalone: only the elected leader of ``berth run`` runs the operators, so Kopf's own
+    peering is not needed.
+    """
+    for module in OPERATOR_MODULES:
+        importlib.import_module(module)
+    logger.info("operators starting", modules=list(OPERATOR_MODULES))
+    await kopf.operator(
+        registry=REGISTRY,
+        clusterwide=True,
+        standalone=True,
+        stop_flag=stop,
+        memo=kopf.Memo(configuration=configuration),
+    )

@@ -1,0 +1,105 @@
+"""What a pod asks of a node: the one place Berth does pod request arithmetic.
+
+Follows kube-scheduler (k8s.io/component-helpers resource.PodRequests): the sum of the
+app containers and of the restartable init containers (sidecars), or the largest one-shot
+init container plus the sidecars started before it, whichever is larger, plus the pod's
+overhead; pod-level resources, when set, replace the containers' cpu and memory. Requests
+left out but limited are taken from the limit, as the API server defaults them for pods
+(Reservation templates are not defaulted by anyone else).
+
+Values are integers in the units the scheduler compares: millicores for cpu, plain counts
+(bytes, devices) for everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from berth.api.quantity import milli_value, value_ceil
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+# kube-scheduler's defaults for containers that request nothing, used only for scoring so
+# that empty pods do not all pile onto one node.
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+
+Resources = dict[str, int]
+
+
+def to_units(name: str, quantity: Any) -> int:
+    """A quantity as the scheduler's integer: millicores for cpu, the value otherwise."""
+    return milli_value(quantity) if name == CPU else value_ceil(quantity)
+
+
+def resource_list(values: Mapping[str, Any] | None) -> Resources:
+    """A ResourceList (name -> quantity) in scheduler units."""
+    return {name: to_units(name, q) for name, q in (values or {}).items()}
+
+
+def _container_requests(container: Mapping[str, Any], non_zero: bool) -> Resources:
+    resources = container.get("resources") or {}
+    requests = resource_list(resources.get("requests"))
+    for name, limit in resource_list(resources.get("limits")).items():
+        requests.setdefault(name, limit)
+    if non_zero:
+        # Only a request left out gets the default; an explicit zero stays zero.
+        requests.setdefault(CPU, DEFAULT_MILLI_CPU)
+        requests.setdefault(MEMORY, DEFAULT_MEMORY)
+    return requests
+
+
+def _add(into: Resources, other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        into[name] = into.get(name, 0) + value
+
+
+def _max(into: Resources, other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        if value > into.get(name, 0):
+            into[name] = value
+
+
+def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resources:
+    """The pod's effective requests (without the ``pods`` count).
+
+    ``non_zero`` gives kube-scheduler's scoring view, where a container without a cpu or
+    memory request counts 100m cpu and 200Mi memory.
+    """
+    total: Resources = {}
+    for container in spec.get("containers") or ():
+        _add(total, _container_requests(container, non_zero))
+
+    init_peak: Resources = {}
+    sidecars: Resources = {}
+    for container in spec.get("initContainers") or ():
+        requests = _container_requests(container, non_zero)
+        if container.get("restartPolicy") == "Always":
+            _add(total, requests)
+            _add(sidecars, requests)
+            step = dict(sidecars)
+        else:
+            step = dict(requests)
+            _add(step, sidecars)
+        _max(init_peak, step)
+    _max(total, init_peak)
+
+    pod_level = resource_list((spec.get("resources") or {}).get("requests"))
+    for name in (CPU, MEMORY):
+        if name in pod_level:
+            total[name] = pod_level[name]
+
+    _add(total, resource_list(spec.get("overhead")))
+    return total
+
+
+def sum_requests(specs: Iterable[Mapping[str, Any]]) -> Resources:
+    """Requests of several pods added up (e.g. a quota's used, a node's requested)."""
+    total: Resources = {}
+    for spec in specs:
+        _add(total, pod_requests(spec))
+    return total

@@ -1,0 +1,1 @@
+"""Berth's scheduler: cluster view, queue, cycle and plugins, as kube-scheduler splits them."""

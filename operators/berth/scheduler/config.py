@@ -1,0 +1,149 @@
+"""The scheduler's configuration file, in kube-scheduler's KubeSchedulerConfiguration shape.
+
+Users bring the file they have: ``profiles[].schedulerName``, ``plugins.<extension point>``
+with ``enabled``/``disabled`` (``"*"`` disables every default at that point),
+``pluginConfig[].args``, ``percentageOfNodesToScore``, ``clientConnection`` qps/burst,
+``leaderElection``. The plugin set is resolved at start-up: an unknown or not yet available
+plugin is a ``ConfigError`` that names it, never a failure mid-cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+API_VERSIONS = frozenset(
+    {
+        "kubescheduler.config.k8s.io/v1",
+        "kubescheduler.config.k8s.io/v1beta3",
+        "kubescheduler.config.k8s.io/v1beta2",
+        "kubescheduler.config.k8s.io/v1beta1",
+    }
+)
+DEFAULT_SCHEDULER_NAME = "berth-scheduler"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says what and where."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class PluginRef(_Model):
+    name: str
+    weight: int | None = None
+
+
+class PluginSet(_Model):
+    enabled: list[PluginRef] = Field(default_factory=list)
+    disabled: list[PluginRef] = Field(default_factory=list)
+
+
+class Plugins(_Model):
+    multi_point: PluginSet = Field(default_factory=PluginSet)
+    pre_enqueue: PluginSet = Field(default_factory=PluginSet)
+    queue_sort: PluginSet = Field(default_factory=PluginSet)
+    pre_filter: PluginSet = Field(default_factory=PluginSet)
+    filter: PluginSet = Field(default_factory=PluginSet)
+    post_filter: PluginSet = Field(default_factory=PluginSet)
+    pre_score: PluginSet = Field(default_factory=PluginSet)
+    score: PluginSet = Field(default_factory=PluginSet)
+    reserve: PluginSet = Field(default_factory=PluginSet)
+    permit: PluginSet = Field(default_factory=PluginSet)
+    pre_bind: PluginSet = Field(default_factory=PluginSet)
+    bind: PluginSet = Field(default_factory=PluginSet)
+    post_bind: PluginSet = Field(default_factory=PluginSet)
+
+
+class PluginConfig(_Model):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Profile(_Model):
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
+    plugins: Plugins = Field(default_factory=Plugins)
+    plugin_config: list[PluginConfig] = Field(default_factory=list)
+
+    def args_for(self, plugin: str) -> dict[str, Any]:
+        for entry in self.plugin_config:
+            if entry.name == plugin:
+                return entry.args
+        return {}
+
+
+class ClientConnection(_Model):
+    kubeconfig: str = ""
+    qps: float = Field(default=50.0, gt=0)
+    burst: int = Field(default=100, gt=0)
+
+
+class LeaderElection(_Model):
+    leader_elect: bool = True
+    lease_duration: str = "15s"
+    renew_deadline: str = "10s"
+    retry_period: str = "2s"
+    resource_name: str = "berth-controller"
+    resource_namespace: str = "berth-system"
+
+
+class SchedulerConfiguration(_Model):
+    api_version: str = "kubescheduler.config.k8s.io/v1"
+    kind: str = "KubeSchedulerConfiguration"
+    client_connection: ClientConnection = Field(default_factory=ClientConnection)
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
+    pod_initial_backoff_seconds: float = Field(default=1.0, gt=0)
+    pod_max_backoff_seconds: float = Field(default=10.0, gt=0)
+    profiles: list[Profile] = Field(default_factory=lambda: [Profile()])
+
+    def scheduler_names(self) -> list[str]:
+        return [p.scheduler_name for p in self.profiles]
+
+
+def parse(document: Any, source: str = "configuration") -> SchedulerConfiguration:
+    """Validate a parsed YAML document; errors name the field and the file."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: expected a KubeSchedulerConfiguration mapping")
+    kind = document.get("kind", "KubeSchedulerConfiguration")
+    version = document.get("apiVersion", "kubescheduler.config.k8s.io/v1")
+    if kind != "KubeSchedulerConfiguration":
+        raise ConfigError(f"{source}: kind is {kind!r}, expected KubeSchedulerConfiguration")
+    if version not in API_VERSIONS:
+        raise ConfigError(
+            f"{source}: apiVersion {version!r} is not one of {', '.join(sorted(API_VERSIONS))}"
+        )
+    try:
+        config = SchedulerConfiguration.model_validate(document)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from err
+    if not config.profiles:
+        raise ConfigError(f"{source}: profiles must not be empty")
+    names = config.scheduler_names()
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{source}: profiles repeat a schedulerName: {names}")
+    return config
+
+
+def load(path: str | Path | None) -> SchedulerConfiguration:
+    """The configuration from a file, or the defaults (one profile, berth-scheduler)."""
+    if path is None:
+        return SchedulerConfiguration()
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read scheduler configuration {path}: {err}") from err
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    return parse(document, str(path))

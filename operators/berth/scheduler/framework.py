@@ -1,0 +1,189 @@
+"""The scheduling framework's extension points, the shapes plugins exchange with the cycle.
+
+As in kube-scheduler, a plugin holds one concern and implements the extension points it
+needs; the cycle (``berth.scheduler.cycle``) orchestrates. Filters and scores work on all
+nodes at once: a filter returns which rows pass and, for the rows that fail, why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from berth.scheduler.nodetable import Ints, Mask, NodeTable
+from berth.scheduler.podinfo import PodInfo
+
+if TYPE_CHECKING:
+    from berth.scheduler.view import ClusterView
+    from berth.scheduler.writer import Writer
+
+MAX_NODE_SCORE = 100
+
+
+class Code(Enum):
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"
+    # Preemption cannot help: the node is wrong for the pod whatever runs on it.
+    UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    ERROR = "Error"
+
+
+@dataclass(frozen=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+SUCCESS = Status()
+
+
+def unschedulable(plugin: str, *reasons: str, resolvable: bool = True) -> Status:
+    code = Code.UNSCHEDULABLE if resolvable else Code.UNRESOLVABLE
+    return Status(code, reasons, plugin)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Rows that fail a filter for one reason; ``resolvable`` if evicting pods could help."""
+
+    rows: Mask
+    message: str
+    resolvable: bool = True
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A filter's answer over every row of the node table."""
+
+    passed: Mask
+    reasons: tuple[Reason, ...] = ()
+
+    @staticmethod
+    def all(nodes: NodeTable) -> Verdict:
+        return Verdict(np.ones(nodes.size, dtype=bool))
+
+    @staticmethod
+    def failing(
+        nodes: NodeTable, failed: Mask, message: str, *, resolvable: bool = True
+    ) -> Verdict:
+        return Verdict(~failed, (Reason(failed, message, resolvable),))
+
+
+@dataclass
+class CycleState:
+    """Scratch space of one scheduling attempt, shared by the plugins of that attempt."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    # Requests of nominated pods (preemptors waiting for their victims to leave) that rank
+    # at or above the pod being scheduled, per row: capacity held for them.
+    nominated: Ints | None = None
+    # Rows a PreFilter limited the attempt to (e.g. spec.nodeName), if any.
+    node_subset: Mask | None = None
+
+
+@dataclass
+class Handle:
+    """What plugins may reach: the cluster view, the API writer, the profile's filters."""
+
+    view: ClusterView
+    profile: str
+    writer: Writer | None = None
+    # Set by the profile's Cycle: every filter plugin over every row, for dry runs.
+    run_filters: Callable[[CycleState, PodInfo], Mask] | None = None
+
+
+class Plugin:
+    """Base of every plugin: a name and its args from the configuration."""
+
+    name: ClassVar[str]
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    def pre_enqueue(self, pod: PodInfo) -> Status: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        """Scores 0..100 for the given rows, already normalized."""
+        ...
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why no node fit: per-reason node counts and which rows preemption could help."""
+
+    nodes: int
+    histogram: dict[str, int]
+    resolvable_rows: Mask
+    prefilter: Status | None = None
+
+
+@dataclass(frozen=True)
+class PostFilterResult:
+    nominated_node: str = ""
+    status: Status = SUCCESS
+    message: str = ""
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> PostFilterResult: ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None: ...
+
+
+@runtime_checkable
+class BindPlugin(Protocol):
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "bind": BindPlugin,
+}
+# Extension points kube-scheduler has and Berth accepts in configuration, with no plugin
+# of Berth's implementing them (queueSort is PrioritySort, built into the queue).
+ACCEPTED_POINTS = frozenset(
+    {"multiPoint", "queueSort", "preScore", "permit", "preBind", "postBind", *EXTENSION_POINTS}
+)

@@ -1,0 +1,1 @@
+"""Scheduler plugins, one concern each, registered by name in ``registry``."""

@@ -1,0 +1,220 @@
+"""DefaultPreemption: make room for a pod by evicting lower-priority pods.
+
+kube-scheduler's rules: only nodes where evicting pods could help are candidates; on each,
+remove every lower-priority pod, check the pod fits, then give back (reprieve) as many as
+possible, most important first and pods whose PodDisruptionBudget has no disruptions left
+before the others. The node chosen has the fewest PDB violations, then the lowest
+highest-priority victim, the lowest sum of priorities, the fewest victims, the most recently
+started victims. Victims are evicted through the Eviction API; a victim whose budget is
+exhausted (only chosen when every candidate violates a budget) is deleted, as kube-scheduler
+does. The pod is nominated to the node, which holds the freed capacity for it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth import log
+from berth.api.meta import LabelSelector
+from berth.scheduler.framework import (
+    CycleState,
+    Diagnosis,
+    Handle,
+    Plugin,
+    PostFilterResult,
+    unschedulable,
+)
+from berth.scheduler.messages import histogram_text
+from berth.scheduler.podinfo import PodInfo
+
+logger = log.get(__name__)
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+# Added to priorities before summing so negative priorities still order correctly.
+PRIORITY_OFFSET = 2**31
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    row: int
+    victims: tuple[PodInfo, ...]
+    pdb_violations: int
+
+    def rank(self) -> tuple[int, int, int, int, float]:
+        top = self.victims[0].priority if self.victims else -PRIORITY_OFFSET
+        total = sum(v.priority + PRIORITY_OFFSET for v in self.victims)
+        earliest_top = min((v.created for v in self.victims if v.priority == top), default=0.0)
+        return (self.pdb_violations, top, total, len(self.victims), -earliest_top)
+
+
+def more_important_first(pods: list[PodInfo]) -> list[PodInfo]:
+    return sorted(pods, key=lambda p: (-p.priority, p.created))
+
+
+class DefaultPreemption(Plugin):
+    name = "DefaultPreemption"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.min_percentage = int(args.get("minCandidateNodesPercentage", 10))
+        self.min_absolute = int(args.get("minCandidateNodesAbsolute", 100))
+        self.rng = random.Random()
+
+    # -- PostFilter ------------------------------------------------------------------
+
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        spec = pod.raw.get("spec") or {}
+        if spec.get("preemptionPolicy") == "Never":
+            return self._fail("preemption: not eligible due to preemptionPolicy=Never.")
+        if diagnosis.prefilter is not None:
+            return self._fail("")
+        if pod.nominated_node and self._terminating_victims_on(pod):
+            return self._fail(
+                "preemption: not eligible due to a terminating pod on the nominated node."
+            )
+        candidates, histogram = self.find_candidates(state, pod, diagnosis)
+        if not candidates:
+            text = histogram_text(histogram)
+            return self._fail(f"preemption: 0/{diagnosis.nodes} nodes are available: {text}.")
+        best = min(candidates, key=Candidate.rank)
+        await self._prepare(pod, best)
+        return PostFilterResult(nominated_node=best.node)
+
+    def _fail(self, message: str) -> PostFilterResult:
+        return PostFilterResult(status=unschedulable(self.name, message), message=message)
+
+    def _terminating_victims_on(self, pod: PodInfo) -> bool:
+        return any(
+            other.deleting and other.priority < pod.priority
+            for other in self.handle.view.pods_on(pod.nominated_node)
+        )
+
+    # -- dry runs --------------------------------------------------------------------
+
+    def find_candidates(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> tuple[list[Candidate], Counter[str]]:
+        nodes = self.handle.view.nodes
+        rows = np.flatnonzero(diagnosis.resolvable_rows & nodes.present[: nodes.size])
+        histogram: Counter[str] = Counter()
+        unhelpful = diagnosis.nodes - len(rows)
+        if unhelpful:
+            histogram[NOT_HELPFUL] = unhelpful
+        wanted = min(
+            len(rows), max(diagnosis.nodes * self.min_percentage // 100, self.min_absolute)
+        )
+        offset = self.rng.randrange(len(rows)) if len(rows) else 0
+        candidates: list[Candidate] = []
+        for i in range(len(rows)):
+            if len(candidates) >= wanted:
+                break
+            row = int(rows[(offset + i) % len(rows)])
+            candidate = self.select_victims(state, pod, row)
+            if candidate is None:
+                histogram[NO_VICTIMS] += 1
+            else:
+                candidates.append(candidate)
+        return candidates, histogram
+
+    def select_victims(self, state: CycleState, pod: PodInfo, row: int) -> Candidate | None:
+        """Fewest pods to evict from the node so the pod fits, or None if none would do."""
+        nodes = self.handle.view.nodes
+        assumed = self.handle.view.assumed
+        lower = [
+            p
+            for p in nodes.pods[row].values()
+            if p.priority < pod.priority and not p.deleting and p.uid not in assumed
+        ]
+        if not lower:
+            return None
+        for victim in lower:
+            nodes.remove_pod(row, victim)
+        try:
+            if not self._fits(state, pod, row):
+                return None
+            violating, others = self._split_by_pdb(more_important_first(lower))
+            victims: list[PodInfo] = []
+            violations = 0
+            for group, counts in ((violating, True), (others, False)):
+                for candidate in group:
+                    nodes.add_pod(row, candidate)
+                    if self._fits(state, pod, row):
+                        continue  # reprieved
+                    nodes.remove_pod(row, candidate)
+                    victims.append(candidate)
+                    violations += int(counts)
+            return Candidate(nodes.names[row], row, tuple(victims), violations)
+        finally:
+            for victim in lower:
+                nodes.add_pod(row, victim)
+
+    def _fits(self, state: CycleState, pod: PodInfo, row: int) -> bool:
+        assert self.handle.run_filters is not None
+        return bool(self.handle.run_filters(state, pod)[row])
+
+    def _split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
+        allowed: dict[str, int] = {}
+        selectors: list[tuple[str, str, LabelSelector]] = []
+        for key, pdb in self.handle.view.pdbs.items():
+            selector = (pdb.get("spec") or {}).get("selector")
+            if selector is None:
+                continue
+            selectors.append(
+                (key, pdb["metadata"].get("namespace", ""), LabelSelector.model_validate(selector))
+            )
+            allowed[key] = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+        violating: list[PodInfo] = []
+        others: list[PodInfo] = []
+        for pod in pods:
+            hit = False
+            for key, namespace, selector in selectors:
+                if namespace == pod.namespace and selector.matches(pod.labels):
+                    allowed[key] -= 1
+                    hit = hit or allowed[key] < 0
+            (violating if hit else others).append(pod)
+        return violating, others
+
+    # -- acting ----------------------------------------------------------------------
+
+    async def _prepare(self, pod: PodInfo, best: Candidate) -> None:
+        writer = self.handle.writer
+        assert writer is not None
+        for victim in best.victims:
+            try:
+                await writer.evict(victim)
+            except ApiException as err:
+                if err.status == 404:
+                    continue
+                if err.status != 429:
+                    raise
+                await writer.delete(victim)
+            await writer.event(
+                victim.raw,
+                "Pod",
+                "Preempted",
+                f"Preempted by pod {pod.uid} on node {best.node}",
+            )
+            logger.info(
+                "preempted",
+                namespace=victim.namespace,
+                name=victim.name,
+                preemptor=pod.key,
+                node=best.node,
+            )
+        view = self.handle.view
+        for uid, (node, other) in list(view.nominated.items()):
+            if node == best.node and other.priority < pod.priority and uid != pod.uid:
+                view.nominated.pop(uid, None)
+                await writer.nominate(other, "")
+        view.nominate(pod, best.node)
+        await writer.nominate(pod, best.node)

@@ -1,0 +1,36 @@
+"""NodeAffinity: nodeSelector and required node affinity filter; preferred terms score."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Plugin, Verdict
+from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.plugins.selectors import labels_match, term_matches
+from berth.scheduler.podinfo import PodInfo
+
+REASON = "node(s) didn't match Pod's node affinity/selector"
+
+
+class NodeAffinity(Plugin):
+    name = "NodeAffinity"
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        if not pod.node_selector and pod.required_affinity is None:
+            return Verdict.all(nodes)
+        passed = labels_match(nodes, pod.node_selector)
+        if pod.required_affinity is not None:
+            any_term = np.zeros(nodes.size, dtype=bool)
+            for term in pod.required_affinity.node_selector_terms:
+                any_term |= term_matches(nodes, term)
+            passed &= any_term
+        return Verdict.failing(nodes, ~passed, REASON, resolvable=False)
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        raw = np.zeros(len(rows), dtype=np.int64)
+        for preferred in pod.preferred_affinity:
+            raw += np.where(term_matches(nodes, preferred.preference)[rows], preferred.weight, 0)
+        top = int(raw.max()) if len(raw) else 0
+        if top == 0:
+            return raw
+        return raw * MAX_NODE_SCORE // top

@@ -1,0 +1,24 @@
+"""NodeName: a pod (or reservation template) pinned with spec.nodeName fits only there."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from berth.scheduler.framework import CycleState, Plugin, Verdict
+from berth.scheduler.nodetable import NodeTable
+from berth.scheduler.podinfo import PodInfo
+
+REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName(Plugin):
+    name = "NodeName"
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        if not pod.node_name:
+            return Verdict.all(nodes)
+        failed = np.ones(nodes.size, dtype=bool)
+        row = nodes.index.get(pod.node_name)
+        if row is not None:
+            failed[row] = False
+        return Verdict.failing(nodes, failed, REASON, resolvable=False)

@@ -1,0 +1,34 @@
+"""NodePorts: a host port can be bound once per node, protocol and address."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from berth.scheduler.framework import CycleState, Plugin, Verdict
+from berth.scheduler.nodetable import NodeTable
+from berth.scheduler.podinfo import HostPort, PodInfo
+
+REASON = "node(s) didn't have free ports for the requested pod ports"
+ANY_IP = "0.0.0.0"
+
+
+def conflicts(wanted: HostPort, used: HostPort) -> bool:
+    ip, protocol, port = wanted
+    used_ip, used_protocol, used_port = used
+    if port != used_port or protocol != used_protocol:
+        return False
+    return ip == used_ip or ANY_IP in (ip, used_ip)
+
+
+class NodePorts(Plugin):
+    name = "NodePorts"
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        if not pod.host_ports:
+            return Verdict.all(nodes)
+        failed = np.zeros(nodes.size, dtype=bool)
+        for row in nodes.rows():
+            used = nodes.ports[row]
+            if used and any(conflicts(w, u) for w in pod.host_ports for u in used):
+                failed[row] = True
+        return Verdict.failing(nodes, failed, REASON)

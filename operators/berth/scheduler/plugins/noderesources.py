@@ -1,0 +1,135 @@
+"""NodeResourcesFit (filter and the allocation score) and NodeResourcesBalancedAllocation.
+
+The filter compares the pod's requests with allocatable minus what the node's pods (and
+nominated preemptors of at least the pod's priority) request. Scores follow kube-scheduler:
+cpu and memory use the "non-zero" requests (100m / 200Mi for containers asking nothing), a
+resource a node has none of is left out, results are integers 0..100.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from berth.podresources import CPU, MEMORY, PODS
+from berth.scheduler.config import ConfigError
+from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
+from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.podinfo import PodInfo
+
+TOO_MANY_PODS = "Too many pods"
+DEFAULT_RESOURCES = ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
+STRATEGIES = ("LeastAllocated", "MostAllocated")
+
+
+def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
+    """Allocatable minus requested (and held for nominated preemptors), per row and column."""
+    free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
+    if state.nominated is not None:
+        free = free - state.nominated[: nodes.size]
+    return free
+
+
+def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+    """Rows where the pod does not fit, with kube-scheduler's reason per resource."""
+    need = nodes.vector(pod.requests)
+    need[nodes.columns[PODS]] = 1
+    free = free_capacity(state, nodes)
+    reasons = []
+    failed = np.zeros(nodes.size, dtype=bool)
+    for resource, col in nodes.columns.items():
+        if need[col] <= 0:
+            continue
+        short = free[:, col] < need[col]
+        if short.any():
+            failed |= short
+            message = TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
+            reasons.append(Reason(short, message))
+    return Verdict(~failed, tuple(reasons))
+
+
+def _requested_and_allocatable(
+    pod: PodInfo, nodes: NodeTable, rows: Ints, resources: list[str], *, non_zero: bool
+) -> tuple[Ints, Ints]:
+    """(requested incl. the pod, allocatable) for the scored rows, one column per resource."""
+    requested = np.zeros((len(rows), len(resources)), dtype=np.int64)
+    allocatable = np.zeros_like(requested)
+    for i, resource in enumerate(resources):
+        col = nodes.column(resource)
+        allocatable[:, i] = nodes.allocatable[rows, col]
+        if non_zero and resource in (CPU, MEMORY):
+            j = 0 if resource == CPU else 1
+            own = pod.nonzero_cpu if resource == CPU else pod.nonzero_memory
+            requested[:, i] = nodes.nonzero_requested[rows, j] + own
+        else:
+            requested[:, i] = nodes.requested[rows, col] + pod.requests.get(resource, 0)
+    return requested, allocatable
+
+
+def _weights(args: dict[str, Any]) -> tuple[list[str], Ints]:
+    resources: list[dict[str, Any]] = list(args.get("resources") or DEFAULT_RESOURCES)
+    names = [str(r["name"]) for r in resources]
+    weights = np.array([int(r.get("weight", 1)) for r in resources], dtype=np.int64)
+    if (weights <= 0).any():
+        raise ConfigError("resource weights must be positive")
+    return names, weights
+
+
+class NodeResourcesFit(Plugin):
+    name = "NodeResourcesFit"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        strategy = args.get("scoringStrategy") or {}
+        self.strategy = strategy.get("type", "LeastAllocated")
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(
+                f"NodeResourcesFit scoringStrategy.type {self.strategy!r} is not supported "
+                f"(supported: {', '.join(STRATEGIES)})"
+            )
+        self.resources, self.weights = _weights(strategy)
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        return insufficient(state, pod, nodes)
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        requested, allocatable = _requested_and_allocatable(
+            pod, nodes, rows, self.resources, non_zero=True
+        )
+        has = allocatable > 0
+        safe = np.where(has, allocatable, 1)
+        if self.strategy == "LeastAllocated":
+            per = np.where(
+                requested > allocatable, 0, (allocatable - requested) * MAX_NODE_SCORE // safe
+            )
+        else:
+            per = np.minimum(requested, allocatable) * MAX_NODE_SCORE // safe
+        weights = np.where(has, self.weights, 0)
+        total = (np.where(has, per, 0) * weights).sum(axis=1)
+        weight_sum = weights.sum(axis=1)
+        return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+
+
+class NodeResourcesBalancedAllocation(Plugin):
+    """Prefers nodes whose cpu and memory would be used in equal proportion."""
+
+    name = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.resources, _ = _weights(args)
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        requested, allocatable = _requested_and_allocatable(
+            pod, nodes, rows, self.resources, non_zero=False
+        )
+        has = allocatable > 0
+        fraction = np.where(has, np.minimum(requested / np.where(has, allocatable, 1), 1.0), 0.0)
+        count = has.sum(axis=1)
+        mean = np.where(count > 0, fraction.sum(axis=1) / np.maximum(count, 1), 0.0)
+        variance = np.where(has, (fraction - mean[:, None]) ** 2, 0.0).sum(axis=1)
+        std = np.sqrt(variance / np.maximum(count, 1))
+        # For two resources this is |f1 - f2| / 2, kube-scheduler's special case.
+        scores: Ints = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return scores

@@ -1,0 +1,21 @@
+"""NodeUnschedulable: cordoned nodes take only pods that tolerate the unschedulable taint."""
+
+from __future__ import annotations
+
+from berth.api.meta import Taint, TaintEffect
+from berth.scheduler.framework import CycleState, Plugin, Verdict
+from berth.scheduler.nodetable import NodeTable
+from berth.scheduler.podinfo import PodInfo
+
+REASON = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=TaintEffect.NO_SCHEDULE)
+
+
+class NodeUnschedulable(Plugin):
+    name = "NodeUnschedulable"
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+            return Verdict.all(nodes)
+        failed = nodes.unschedulable[: nodes.size].copy()
+        return Verdict.failing(nodes, failed, REASON, resolvable=False)

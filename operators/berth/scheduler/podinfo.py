@@ -1,0 +1,113 @@
+"""The facts of a pod the scheduler decides on, parsed once per pod version.
+
+Parsing happens when a watch event arrives, not in the scheduling cycle; plugins read these
+fields and never the raw object on the hot path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from berth.api.meta import NodeSelector, PreferredSchedulingTerm, Toleration
+from berth.podresources import CPU, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, MEMORY, pod_requests
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+HostPort = tuple[str, str, int]  # (host IP, protocol, port)
+
+
+def _timestamp(value: str | None) -> float:
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
+    ports: list[HostPort] = []
+    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+        for port in container.get("ports") or ():
+            host_port = port.get("hostPort") or 0
+            if host_port > 0:
+                ports.append(
+                    (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", host_port)
+                )
+    return tuple(ports)
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """One pod as the scheduler sees it."""
+
+    raw: dict[str, Any]
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    node_name: str
+    phase: str
+    priority: int
+    created: float
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    requests: dict[str, int]
+    nonzero_cpu: int
+    nonzero_memory: int
+    host_ports: tuple[HostPort, ...]
+    node_selector: dict[str, str]
+    required_affinity: NodeSelector | None
+    preferred_affinity: tuple[PreferredSchedulingTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    gated: bool
+    nominated_node: str
+    deleting: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def occupies_node(self) -> bool:
+        """Counts against its node: bound and not finished (terminating pods still count)."""
+        return bool(self.node_name) and not self.terminal
+
+    @classmethod
+    def from_pod(cls, pod: dict[str, Any]) -> PodInfo:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        requests = pod_requests(spec)
+        nonzero = pod_requests(spec, non_zero=True)
+        return cls(
+            raw=pod,
+            uid=meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}",
+            namespace=meta.get("namespace") or "",
+            name=meta.get("name") or "",
+            scheduler_name=spec.get("schedulerName") or "default-scheduler",
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            priority=int(spec.get("priority") or 0),
+            created=_timestamp(meta.get("creationTimestamp")),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            requests=requests,
+            nonzero_cpu=nonzero.get(CPU, DEFAULT_MILLI_CPU),
+            nonzero_memory=nonzero.get(MEMORY, DEFAULT_MEMORY),
+            host_ports=_host_ports(spec),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            required_affinity=NodeSelector.model_validate(required) if required else None,
+            preferred_affinity=tuple(PreferredSchedulingTerm.model_validate(p) for p in preferred),
+            tolerations=tuple(Toleration.model_validate(t) for t in spec.get("tolerations") or ()),
+            gated=bool(spec.get("schedulingGates")),
+            nominated_node=status.get("nominatedNodeName") or "",
+            deleting=bool(meta.get("deletionTimestamp")),
+        )

@@ -1,0 +1,196 @@
+"""The scheduling queue: active (priority, then age), backoff, and unschedulable pods.
+
+A pod that failed waits out its backoff (initial doubling to max per attempt); a pod no
+node could take waits among the unschedulable until a cluster event that could help
+(node added or changed, a bound pod gone, a reservation or quota changed), or five
+minutes, as kube-scheduler does. Pods with scheduling gates are held until the gates go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from berth.scheduler.podinfo import PodInfo
+
+UNSCHEDULABLE_TIMEOUT = 300.0
+
+
+@dataclass
+class _Entry:
+    pod: PodInfo
+    attempts: int = 0
+    ready_at: float = 0.0  # end of backoff
+    since: float = 0.0  # entered the unschedulable area
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._active: list[tuple[int, float, int, str]] = []
+        self._active_set: set[str] = set()
+        self._backoff: list[tuple[float, int, str]] = []
+        self._backoff_set: set[str] = set()
+        self._unschedulable: set[str] = set()
+        self._gated: set[str] = set()
+        self._in_flight: set[str] = set()
+        self._moved_in_flight: set[str] = set()
+        self._seq = itertools.count()
+        self._wake = asyncio.Event()
+
+    # -- intake ----------------------------------------------------------------------
+
+    def add(self, pod: PodInfo, *, gated: bool = False) -> None:
+        """A pending pod appeared or changed; ``gated`` holds it until a later change."""
+        entry = self._entries.get(pod.uid)
+        if entry is None:
+            entry = self._entries[pod.uid] = _Entry(pod)
+        else:
+            entry.pod = pod
+        if pod.uid in self._in_flight:
+            return
+        if gated:
+            self._drop_from_areas(pod.uid)
+            self._gated.add(pod.uid)
+            return
+        if pod.uid in self._gated:
+            self._gated.discard(pod.uid)
+            self._push_active(entry)
+        elif pod.uid in self._unschedulable:
+            self._unschedulable.discard(pod.uid)
+            self._to_backoff_or_active(entry)
+        elif pod.uid not in self._active_set and pod.uid not in self._backoff_set:
+            self._push_active(entry)
+
+    def delete(self, uid: str) -> None:
+        """The pod was deleted or bound elsewhere: forget it."""
+        self._entries.pop(uid, None)
+        self._drop_from_areas(uid)
+        self._gated.discard(uid)
+
+    def _drop_from_areas(self, uid: str) -> None:
+        self._active_set.discard(uid)
+        self._backoff_set.discard(uid)
+        self._unschedulable.discard(uid)
+
+    # -- the scheduling loop's side ------------------------------------------------------
+
+    async def pop(self) -> PodInfo:
+        """The next pod to schedule, waiting for one (or for a backoff to end)."""
+        while True:
+            self._flush_backoff()
+            while self._active:
+                _, _, _, uid = heapq.heappop(self._active)
+                if uid in self._active_set:
+                    self._active_set.discard(uid)
+                    self._in_flight.add(uid)
+                    return self._entries[uid].pod
+            self._wake.clear()
+            timeout = None
+            if self._backoff:
+                timeout = max(0.0, self._backoff[0][0] - self.clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def done(self, uid: str) -> None:
+        """Scheduled (assumed and sent to bind): the queue lets go of it."""
+        self._in_flight.discard(uid)
+        self._moved_in_flight.discard(uid)
+        self._entries.pop(uid, None)
+
+    def unschedulable(self, pod: PodInfo) -> None:
+        """No node fit. Waits for a helpful event, unless one came while it was in flight."""
+        entry = self._finish_attempt(pod)
+        if entry is None:
+            return
+        if pod.uid in self._moved_in_flight:
+            self._moved_in_flight.discard(pod.uid)
+            self._to_backoff_or_active(entry)
+        else:
+            entry.since = self.clock()
+            self._unschedulable.add(pod.uid)
+
+    def retry(self, pod: PodInfo) -> None:
+        """An error (binding failed, API trouble): try again after the backoff."""
+        entry = self._finish_attempt(pod)
+        if entry is not None:
+            self._to_backoff_or_active(entry)
+
+    def _finish_attempt(self, pod: PodInfo) -> _Entry | None:
+        self._in_flight.discard(pod.uid)
+        entry = self._entries.get(pod.uid)
+        if entry is None:
+            self._moved_in_flight.discard(pod.uid)
+            return None  # deleted while in flight
+        entry.attempts += 1
+        entry.ready_at = self.clock() + self.backoff(entry.attempts)
+        return entry
+
+    def backoff(self, attempts: int) -> float:
+        return float(min(self.initial_backoff * 2 ** max(attempts - 1, 0), self.max_backoff))
+
+    # -- cluster events ----------------------------------------------------------------
+
+    def move_all(self, event: str = "") -> None:
+        """Something changed that may help: unschedulable pods go back to be tried."""
+        self._moved_in_flight |= self._in_flight
+        for uid in list(self._unschedulable):
+            self._unschedulable.discard(uid)
+            self._to_backoff_or_active(self._entries[uid])
+
+    def flush_unschedulable_leftovers(self) -> None:
+        """Pods unschedulable for five minutes are tried again whatever happened."""
+        now = self.clock()
+        for uid in list(self._unschedulable):
+            entry = self._entries[uid]
+            if now - entry.since >= UNSCHEDULABLE_TIMEOUT:
+                self._unschedulable.discard(uid)
+                self._to_backoff_or_active(entry)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _push_active(self, entry: _Entry) -> None:
+        pod = entry.pod
+        self._active_set.add(pod.uid)
+        heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
+        self._wake.set()
+
+    def _to_backoff_or_active(self, entry: _Entry) -> None:
+        if entry.ready_at > self.clock():
+            self._backoff_set.add(entry.pod.uid)
+            heapq.heappush(self._backoff, (entry.ready_at, next(self._seq), entry.pod.uid))
+            self._wake.set()
+        else:
+            self._push_active(entry)
+
+    def _flush_backoff(self) -> None:
+        now = self.clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, uid = heapq.heappop(self._backoff)
+            if uid in self._backoff_set:
+                self._backoff_set.discard(uid)
+                self._push_active(self._entries[uid])
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "active": len(self._active_set),
+            "backoff": len(self._backoff_set),
+            "unschedulable": len(self._unschedulable),
+            "gated": len(self._gated),
+        }
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self._entries

@@ -1,0 +1,162 @@
+"""Plugins by name, kube-scheduler's default set, and resolving a profile into plugins.
+
+Resolution follows kube-scheduler: the defaults are a multiPoint list; a profile's
+multiPoint and per-point ``disabled`` remove defaults (``"*"`` all of them at that point),
+``enabled`` adds plugins (a default enabled again keeps its place and takes the new
+weight). A plugin is instantiated once per profile and serves every point it implements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
+from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.plugins.defaultbinder import DefaultBinder
+from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
+from berth.scheduler.plugins.nodeaffinity import NodeAffinity
+from berth.scheduler.plugins.nodename import NodeName
+from berth.scheduler.plugins.nodeports import NodePorts
+from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
+from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.schedulinggates import SchedulingGates
+from berth.scheduler.plugins.tainttoleration import TaintToleration
+
+PLUGINS: dict[str, type[Plugin]] = {
+    cls.name: cls
+    for cls in (
+        SchedulingGates,
+        NodeUnschedulable,
+        NodeName,
+        TaintToleration,
+        NodeAffinity,
+        NodePorts,
+        NodeResourcesFit,
+        NodeResourcesBalancedAllocation,
+        DefaultPreemption,
+        DefaultBinder,
+    )
+}
+# The queue orders pods itself (priority, then creation time): PrioritySort is accepted.
+QUEUE_SORT = "PrioritySort"
+
+# kube-scheduler's default multiPoint plugins that Berth implements, in kube-scheduler's
+# order (which is also the order filters run in), with kube-scheduler's score weights.
+DEFAULTS: tuple[PluginRef, ...] = (
+    PluginRef(name="SchedulingGates"),
+    PluginRef(name="NodeUnschedulable"),
+    PluginRef(name="NodeName"),
+    PluginRef(name="TaintToleration", weight=3),
+    PluginRef(name="NodeAffinity", weight=2),
+    PluginRef(name="NodePorts"),
+    PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="DefaultPreemption"),
+    PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
+    PluginRef(name="DefaultBinder"),
+)
+
+# Plugins that arrive with the Berth features still being built, and kube-scheduler
+# plugins Berth does not implement: named in the error so users know which it is.
+COMING = frozenset(
+    {"CapacityScheduling", "Reservation", "LoadAwareScheduling", "NodeResourceTopologyMatch"}
+)
+NOT_IMPLEMENTED = frozenset(
+    {
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "VolumeBinding",
+        "VolumeRestrictions",
+        "VolumeZone",
+        "NodeVolumeLimits",
+        "ImageLocality",
+        "DynamicResources",
+    }
+)
+
+
+def _check_known(name: str, where: str) -> None:
+    if name == "*" or name in PLUGINS:
+        return
+    if name in COMING:
+        raise ConfigError(f"{where}: plugin {name!r} is not available in this Berth version yet")
+    if name in NOT_IMPLEMENTED:
+        raise ConfigError(f"{where}: kube-scheduler plugin {name!r} is not implemented by Berth")
+    raise ConfigError(f"{where}: unknown plugin {name!r} (known: {', '.join(sorted(PLUGINS))})")
+
+
+def _merge(defaults: list[PluginRef], custom: PluginSet, where: str) -> list[PluginRef]:
+    for ref in [*custom.enabled, *custom.disabled]:
+        _check_known(ref.name, where)
+    disabled = {ref.name for ref in custom.disabled}
+    if "*" in disabled:
+        merged: list[PluginRef] = []
+    else:
+        merged = [ref for ref in defaults if ref.name not in disabled]
+    for ref in custom.enabled:
+        positions = [i for i, existing in enumerate(merged) if existing.name == ref.name]
+        if positions:
+            weight = ref.weight if ref.weight is not None else merged[positions[0]].weight
+            merged[positions[0]] = PluginRef(name=ref.name, weight=weight)
+        else:
+            merged.append(ref)
+    return merged
+
+
+@dataclass
+class ProfilePlugins:
+    """The resolved plugins of one profile, per extension point, in order."""
+
+    profile: Profile
+    instances: dict[str, Plugin] = field(default_factory=dict)
+    points: dict[str, list[Plugin]] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+
+    def at(self, point: str) -> list[Any]:
+        return self.points.get(point, [])
+
+
+def resolve(profile: Profile, handle: Handle) -> ProfilePlugins:
+    where = f"profile {profile.scheduler_name!r}"
+    multi = _merge(list(DEFAULTS), profile.plugins.multi_point, f"{where} multiPoint")
+    for ref in profile.plugins.queue_sort.enabled:
+        if ref.name != QUEUE_SORT:
+            raise ConfigError(f"{where} queueSort: only {QUEUE_SORT} is supported")
+    resolved = ProfilePlugins(profile)
+    for point, protocol in EXTENSION_POINTS.items():
+        custom: PluginSet = getattr(profile.plugins, _attr(point))
+        defaults = [ref for ref in multi if isinstance_of(ref.name, protocol)]
+        chosen = _merge(defaults, custom, f"{where} {point}")
+        plugins = []
+        for ref in chosen:
+            if not isinstance_of(ref.name, protocol):
+                raise ConfigError(f"{where} {point}: plugin {ref.name!r} has no {point} point")
+            plugins.append(_instance(resolved, ref.name, profile, handle))
+            if point == "score":
+                resolved.weights[ref.name] = ref.weight if ref.weight is not None else 1
+        resolved.points[point] = plugins
+    return resolved
+
+
+def isinstance_of(name: str, protocol: type) -> bool:
+    cls = PLUGINS[name]
+    return all(callable(getattr(cls, m, None)) for m in _methods(protocol))
+
+
+def _methods(protocol: type) -> list[str]:
+    return [m for m in vars(protocol) if not m.startswith("_")]
+
+
+def _attr(point: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in point)
+
+
+def _instance(resolved: ProfilePlugins, name: str, profile: Profile, handle: Handle) -> Plugin:
+    if name not in resolved.instances:
+        try:
+            resolved.instances[name] = PLUGINS[name](profile.args_for(name), handle)
+        except (ValueError, TypeError, KeyError) as err:
+            raise ConfigError(
+                f"profile {profile.scheduler_name!r} pluginConfig {name}: {err}"
+            ) from err
+    return resolved.instances[name]

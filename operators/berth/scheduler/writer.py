@@ -1,0 +1,218 @@
+"""Everything the scheduler writes to the API, behind one client-side rate limit.
+
+Bindings, evictions and pod status (PodScheduled, nominatedNodeName) share the
+``clientConnection`` qps/burst budget; events have a budget of the same size of their own,
+as kube-scheduler gives its event client a client of its own. Repeated events
+for the same pod and message are folded into one event with a count, like the event
+recorder's aggregation, so a pod that stays unschedulable does not flood the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth import log
+from berth.kube import succeeded
+from berth.scheduler.podinfo import PodInfo
+
+logger = log.get(__name__)
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class TokenBucket:
+    """qps tokens a second, up to burst saved; ``take`` waits for one."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = burst
+        self.tokens = float(burst)
+        self.updated = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        async with self._lock:
+            while True:
+                current = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (current - self.updated) * self.qps)
+                self.updated = current
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                await asyncio.sleep((1 - self.tokens) / self.qps)
+
+
+class Writer:
+    def __init__(self, api: ApiClient, component: str, qps: float = 50, burst: int = 100) -> None:
+        # Typed as Any: bodies are plain dicts and patches name their content type, which
+        # the client accepts at run time but its type stubs do not describe.
+        self.core: Any = CoreV1Api(api)
+        self.component = component
+        self.instance = f"{component}-{uuid.uuid4().hex[:8]}"
+        self.bucket = TokenBucket(qps, burst)
+        self.event_bucket = TokenBucket(qps, burst)
+        # uid -> (reason, message) -> (event name, count)
+        self._events: dict[str, dict[tuple[str, str], tuple[str, int]]] = {}
+        self._conditions: dict[str, str] = {}
+
+    async def bind(self, pod: PodInfo, node: str) -> None:
+        await self.bucket.take()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await succeeded(
+            self.core.create_namespaced_pod_binding(
+                pod.name, pod.namespace, body, _preload_content=False
+            )
+        )
+        self._conditions.pop(pod.uid, None)
+
+    async def evict(self, pod: PodInfo) -> None:
+        """Evict through the Eviction API (PDBs checked by the API server)."""
+        await self.bucket.take()
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}},
+        }
+        await succeeded(
+            self.core.create_namespaced_pod_eviction(
+                pod.name, pod.namespace, body, _preload_content=False
+            )
+        )
+
+    async def delete(self, pod: PodInfo) -> None:
+        await self.bucket.take()
+        await succeeded(
+            self.core.delete_namespaced_pod(
+                pod.name,
+                pod.namespace,
+                body={"preconditions": {"uid": pod.uid}},
+                _preload_content=False,
+            )
+        )
+
+    async def unschedulable(self, pod: PodInfo, message: str) -> None:
+        """The PodScheduled=False condition, written only when its message changes."""
+        if self._conditions.get(pod.uid) == message:
+            return
+        await self.bucket.take()
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now(),
+        }
+        await succeeded(
+            self.core.patch_namespaced_pod_status(
+                pod.name,
+                pod.namespace,
+                {"status": {"conditions": [condition]}},
+                _content_type=STRATEGIC,
+                _preload_content=False,
+            )
+        )
+        self._conditions[pod.uid] = message
+
+    async def nominate(self, pod: PodInfo, node: str) -> None:
+        await self.bucket.take()
+        await succeeded(
+            self.core.patch_namespaced_pod_status(
+                pod.name,
+                pod.namespace,
+                {"status": {"nominatedNodeName": node or None}},
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+
+    async def event(
+        self,
+        obj: dict[str, Any],
+        kind: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        api_version: str = "v1",
+    ) -> None:
+        """An event about an object, folded into the previous one when it repeats."""
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        seen = self._events.setdefault(str(meta.get("uid")), {})
+        key = (reason, message)
+        timestamp = now()
+        try:
+            await self.event_bucket.take()
+            previous = seen.get(key)
+            if previous is not None:
+                name, count = previous
+                await succeeded(
+                    self.core.patch_namespaced_event(
+                        name,
+                        namespace,
+                        {"count": count + 1, "lastTimestamp": timestamp},
+                        _content_type=MERGE,
+                        _preload_content=False,
+                    )
+                )
+                seen[key] = (name, count + 1)
+                return
+            name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "name": meta.get("name"),
+                    "namespace": meta.get("namespace"),
+                    "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion"),
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": self.component},
+                "reportingComponent": self.component,
+                "reportingInstance": self.instance,
+                "firstTimestamp": timestamp,
+                "lastTimestamp": timestamp,
+                "count": 1,
+            }
+            await succeeded(
+                self.core.create_namespaced_event(namespace, body, _preload_content=False)
+            )
+            seen[key] = (name, 1)
+        except ApiException as err:
+            # Events explain; they never decide. A lost event is logged, not retried.
+            logger.warning(
+                "event not recorded",
+                namespace=namespace,
+                name=meta.get("name"),
+                reason=reason,
+                status=err.status,
+            )
+
+    def forget(self, uid: str) -> None:
+        """Drop what is remembered about a pod that is gone."""
+        self._conditions.pop(uid, None)
+        self._events.pop(uid, None)

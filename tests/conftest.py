@@ -1,0 +1,113 @@
+"""Session fixtures: one Kubernetes cluster per test session, a namespace per test.
+
+The cluster is the local one built from Go modules (``berth cluster up``), started on
+first use and stopped when the session ends. ``--kube-config PATH`` or
+``BERTH_KUBECONFIG=PATH`` runs the same tests against an existing cluster instead; plain
+``KUBECONFIG`` is ignored on purpose, so a developer's real cluster is never the target by
+accident.
+
+kubetest provides the per-test namespace and its client for built-in kinds. Its pytest
+plugin is switched off (``-p no:kubetest`` in pyproject.toml): its teardown hook calls
+``FixtureManager.getfixtureclosure`` with the pytest 7 signature and fails every test under
+pytest 8 and later, which pytest-asyncio 1.x needs. The ``kube`` fixture below drives
+kubetest's own test manager the way the plugin would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import kubernetes
+import pytest
+from kubernetes_asyncio.client import ApiClient
+from kubetest.client import TestClient
+from kubetest.manager import KubetestManager
+
+from berth.api import KINDS
+from berth.kube import client_from_kubeconfig
+from berth.localcluster.cluster import LocalCluster
+from berth.localcluster.kubectl import Kubectl
+from tests.support import REPO
+
+TEST_NODES = 3
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kube-config",
+        dest="kube_config",
+        default=None,
+        help="run the integration tests against this kubeconfig instead of the local cluster",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration/" in item.nodeid:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Path of the kubeconfig every integration test talks through."""
+    given = request.config.getoption("kube_config") or os.environ.get("BERTH_KUBECONFIG")
+    if given:
+        yield os.path.expanduser(given)
+        return
+    cluster = LocalCluster.default()
+    started = not cluster.is_up()
+    if started:
+        cluster.up(nodes=TEST_NODES)
+    try:
+        yield str(cluster.kubeconfig)
+    finally:
+        if started:
+            cluster.down()
+
+
+_KUBETEST = KubetestManager()
+
+
+@pytest.fixture
+def kube(kubeconfig_path: str, request: pytest.FixtureRequest) -> Iterator[TestClient]:
+    """kubetest's client, bound to a fresh namespace that is deleted after the test."""
+    kubernetes.config.load_kube_config(config_file=kubeconfig_path)
+    # kubetest's own names end in a timestamp in seconds, which parametrized tests share.
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+    case = _KUBETEST.new_test(
+        node_id=request.node.nodeid,
+        test_name=request.node.name,
+        namespace_create=True,
+        namespace_name=f"{base}-{uuid.uuid4().hex[:8]}",
+    )
+    case.setup()
+    try:
+        yield case.client
+    finally:
+        _KUBETEST.teardown(request.node.nodeid)
+
+
+@pytest.fixture(scope="session")
+async def api(kubeconfig_path: str) -> AsyncIterator[ApiClient]:
+    """An asyncio API client for the session cluster."""
+    client = await client_from_kubeconfig(kubeconfig_path)
+    async with client:
+        yield client
+
+
+@pytest.fixture
+def namespace(kube: TestClient) -> str:
+    """A fresh namespace for this test, created and deleted by kubetest."""
+    return str(kube.namespace)
+
+
+@pytest.fixture(scope="session")
+def crds(kubeconfig_path: str) -> None:
+    """The four Berth CRDs, applied from crds/ and Established."""
+    kubectl = Kubectl(kubeconfig_path)
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "crds"))
+    names = [f"crd/{kind.crd_name}" for kind in KINDS]
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)

@@ -1,0 +1,215 @@
+"""Test helpers that act on the real cluster: kwok nodes, pods, a scheduler per test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, SchedulingV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth.localcluster.nodes import ALLOCATABLE
+from berth.scheduler.config import SchedulerConfiguration, parse
+from berth.scheduler.service import Scheduler
+from tests.support import eventually
+
+NOT_READY_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+
+def node_body(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    allocatable: dict[str, str] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    resources = dict(allocatable or ALLOCATABLE)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+class Nodes:
+    """kwok nodes made for one test and deleted after it."""
+
+    def __init__(self, api: ApiClient, prefix: str) -> None:
+        self.core = CoreV1Api(api)
+        self.prefix = prefix
+        self.names: list[str] = []
+
+    async def add(self, suffix: str, **kwargs: Any) -> str:
+        name = f"{self.prefix}-{suffix}"
+        await self.core.create_node(node_body(name, **kwargs))
+        self.names.append(name)
+
+        async def ready() -> bool:
+            """Ready, and the controller manager has lifted its not-ready taint."""
+            node = await self.core.read_node(name)
+            conditions = {c.type: c.status for c in node.status.conditions or []}
+            taints = {t.key for t in node.spec.taints or []}
+            return conditions.get("Ready") == "True" and not taints & NOT_READY_TAINTS
+
+        await eventually(ready)
+        return name
+
+    async def delete_all(self) -> None:
+        for name in self.names:
+            with contextlib.suppress(ApiException):
+                await self.core.delete_node(name)
+
+
+def pod_body(
+    name: str,
+    scheduler: str,
+    *,
+    cpu: str | None = None,
+    memory: str | None = None,
+    priority_class: str | None = None,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {"name": "c", "image": "registry.local/app", "resources": {"requests": requests}}
+            ],
+            **spec,
+        },
+    }
+    if priority_class is not None:
+        body["spec"]["priorityClassName"] = priority_class
+    return body
+
+
+class PriorityClasses:
+    """PriorityClasses made for one test (the API server sets pods' priority from them)."""
+
+    def __init__(self, api: ApiClient, prefix: str) -> None:
+        self.api = SchedulingV1Api(api)
+        self.prefix = prefix
+        self.names: list[str] = []
+
+    async def add(self, suffix: str, value: int) -> str:
+        name = f"{self.prefix}-{suffix}"
+        await self.api.create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+        self.names.append(name)
+        return name
+
+    async def delete_all(self) -> None:
+        for name in self.names:
+            with contextlib.suppress(ApiException):
+                await self.api.delete_priority_class(name)
+
+
+class Pods:
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self.core = CoreV1Api(api)
+        self.namespace = namespace
+
+    async def create(self, body: dict[str, Any]) -> None:
+        await self.core.create_namespaced_pod(self.namespace, body)
+
+    async def get(self, name: str) -> Any:
+        return await self.core.read_namespaced_pod(name, self.namespace)
+
+    async def node_of(self, name: str) -> str | None:
+        return (await self.get(name)).spec.node_name  # type: ignore[no-any-return]
+
+    async def wait_bound(self, name: str, within: float = 30.0) -> str:
+        async def bound() -> bool:
+            return bool(await self.node_of(name))
+
+        await eventually(bound, within)
+        return str(await self.node_of(name))
+
+    async def events(self, name: str, reason: str | None = None) -> list[Any]:
+        events = await self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        )
+        return [e for e in events.items if reason is None or e.reason == reason]
+
+    async def wait_event(self, name: str, reason: str, within: float = 30.0) -> str:
+        """The message of the latest event with that reason about the pod."""
+
+        async def seen() -> bool:
+            return bool(await self.events(name, reason))
+
+        await eventually(seen, within)
+        latest = sorted(await self.events(name, reason), key=lambda e: e.last_timestamp)[-1]
+        return str(latest.message)
+
+    async def wait_message(self, name: str, expected: str, within: float = 30.0) -> None:
+        """Until the PodScheduled condition says exactly ``expected``."""
+        last: list[str] = []
+
+        async def says() -> bool:
+            pod = await self.get(name)
+            for condition in pod.status.conditions or []:
+                if condition.type == "PodScheduled":
+                    last[:] = [condition.message or ""]
+                    return bool(condition.message == expected)
+            return False
+
+        try:
+            await eventually(says, within)
+        except AssertionError as err:
+            raise AssertionError(f"PodScheduled message {last} != {expected!r}") from err
+
+    async def delete(self, name: str) -> None:
+        await self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+
+
+def config_for(scheduler_name: str, extra: dict[str, Any] | None = None) -> SchedulerConfiguration:
+    profile: dict[str, Any] = {"schedulerName": scheduler_name, **(extra or {})}
+    return parse(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"qps": 200, "burst": 400},
+            "podInitialBackoffSeconds": 0.5,
+            "podMaxBackoffSeconds": 2,
+            "profiles": [profile],
+        }
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(api: ApiClient, config: SchedulerConfiguration) -> AsyncIterator[Scheduler]:
+    """A Scheduler in this event loop until the block ends."""
+    scheduler = Scheduler(api, config)
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop))
+    try:
+        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in scheduler.informers)), 30)
+        yield scheduler
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+def status_message(err: ApiException) -> str:
+    return str(json.loads(err.body or b"{}").get("message", ""))

@@ -1,0 +1,117 @@
+"""`kubectl apply -k manifests` installs Berth: CRDs Established, least-privilege RBAC."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes_asyncio.client import ApiClient, AuthorizationV1Api
+
+from berth.localcluster.kubectl import Kubectl
+from tests.support import REPO
+
+CONTROLLER = "system:serviceaccount:berth-system:berth-controller"
+AGENT = "system:serviceaccount:berth-system:berth-agent"
+
+
+@pytest.fixture(scope="module")
+def installed(kubeconfig_path: str) -> Kubectl:
+    kubectl = Kubectl(kubeconfig_path)
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests"))
+    return kubectl
+
+
+def test_crds_become_established(installed: Kubectl) -> None:
+    names = (
+        "reservations.scheduling.koordinator.sh",
+        "elasticquotas.scheduling.sigs.k8s.io",
+        "nodemetrics.slo.koordinator.sh",
+        "noderesourcetopologies.topology.node.k8s.io",
+    )
+    out = installed(
+        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
+    )
+    for name in names:
+        assert f"{name} condition met" in out
+
+
+def test_components_are_installed(installed: Kubectl) -> None:
+    out = installed(
+        "-n",
+        "berth-system",
+        "get",
+        "deployment/berth-controller",
+        "daemonset/berth-agent",
+        "configmap/berth-scheduler-config",
+        "configmap/slo-controller-config",
+        "serviceaccount/berth-controller",
+        "serviceaccount/berth-agent",
+        "-o",
+        "name",
+    )
+    assert len(out.split()) == 6
+
+
+async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra: str) -> bool:
+    attributes = {"verb": verb, "resource": resource, **extra}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": ["system:serviceaccounts"],
+            "resourceAttributes": attributes,
+        },
+    }
+    result = await AuthorizationV1Api(api).create_subject_access_review(review)
+    return bool(result.status.allowed)
+
+
+@pytest.mark.parametrize(
+    ("user", "verb", "resource", "extra", "allowed"),
+    [
+        (CONTROLLER, "create", "pods", {"subresource": "binding"}, True),
+        (CONTROLLER, "create", "pods", {"subresource": "eviction"}, True),
+        (
+            CONTROLLER,
+            "patch",
+            "reservations",
+            {"group": "scheduling.koordinator.sh", "subresource": "status"},
+            True,
+        ),
+        (
+            CONTROLLER,
+            "update",
+            "leases",
+            {"group": "coordination.k8s.io", "namespace": "berth-system"},
+            True,
+        ),
+        (
+            CONTROLLER,
+            "update",
+            "leases",
+            {"group": "coordination.k8s.io", "namespace": "default"},
+            False,
+        ),
+        (CONTROLLER, "delete", "pods", {}, False),
+        (CONTROLLER, "delete", "nodes", {}, False),
+        (CONTROLLER, "get", "secrets", {}, False),
+        (
+            AGENT,
+            "patch",
+            "nodemetrics",
+            {"group": "slo.koordinator.sh", "subresource": "status"},
+            True,
+        ),
+        (AGENT, "patch", "nodemetrics", {"group": "slo.koordinator.sh"}, False),
+        (AGENT, "create", "pods", {"subresource": "binding"}, False),
+    ],
+)
+async def test_rbac_is_least_privilege(
+    installed: Kubectl,
+    api: ApiClient,
+    user: str,
+    verb: str,
+    resource: str,
+    extra: dict[str, str],
+    allowed: bool,
+) -> None:
+    assert await _allowed(api, user, verb, resource, **extra) is allowed

@@ -46,6 +46,7 @@ def _run(args: argparse.Namespace) -> int:
             scheduler=not args.no_scheduler,
             scheduler_config=args.config,
             log_level=args.log_level,
+            health_address=args.health_address,
         )
     )
 
@@ -54,6 +55,14 @@ def _demo(args: argparse.Namespace) -> int:
     from berth.demo import demo
 
     return demo(nodes=args.nodes, keep=args.keep, say=say)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from berth.bench import bench
+
+    return bench(
+        nodes=args.nodes, pods=args.pods, qps=args.qps, burst=args.burst, keep=args.keep, say=say
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -78,12 +87,27 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--no-operators", action="store_true", help="do not run the operators")
     run.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler")
     run.add_argument("--log-level", default="info")
+    run.add_argument(
+        "--health-address",
+        default="0.0.0.0:10251",
+        help="host:port of /healthz, /readyz and /metrics (port 0: any free port)",
+    )
     run.set_defaults(func=_run)
 
     demo = sub.add_parser("demo", help="the local cluster with Berth installed, shown working")
     demo.add_argument("--nodes", type=int, default=3)
     demo.add_argument("--keep", action="store_true", help="leave the cluster running")
     demo.set_defaults(func=_demo)
+
+    bench = sub.add_parser(
+        "bench", help="Berth's scheduler beside kube-scheduler on the local cluster"
+    )
+    bench.add_argument("--nodes", type=int, default=1000)
+    bench.add_argument("--pods", type=int, default=5000)
+    bench.add_argument("--qps", type=float, default=100.0, help="client QPS of both schedulers")
+    bench.add_argument("--burst", type=int, default=200, help="client burst of both schedulers")
+    bench.add_argument("--keep", action="store_true", help="leave the cluster running")
+    bench.set_defaults(func=_bench)
     return top
 
 

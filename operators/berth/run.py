@@ -1,22 +1,32 @@
 """``berth run``: the operators and the scheduler in one process, one event loop.
 
-Each component is a coroutine that runs until the shared stop event is set; a component
-that fails stops the others, so the Deployment restarts a process that is whole or not at
-all.
+Only the elected leader (a Lease, from the configuration's ``leaderElection``) runs the
+components; a standby serves health and waits. A component that fails stops the others;
+a leader that loses its lease stops them and exits non-zero, so the Deployment restarts it
+as a fresh candidate, as kube-scheduler does. Health, readiness and metrics are served
+throughout on ``--health-address`` (default 0.0.0.0:10251).
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient, Configuration
+
 from berth import log
+from berth.api.duration import parse_duration
 from berth.kube import load_configuration
+from berth.leaderelection import LeaderElector, LeaseConfig, default_identity
+from berth.observability import HealthServer, SchedulerMetrics
+from berth.scheduler import config as scheduler_config
 
 logger = log.get(__name__)
+
+EXIT_LOST_LEADERSHIP = 3
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,7 @@ class RunOptions:
     scheduler: bool = True
     scheduler_config: str | None = None
     log_level: str = "info"
+    health_address: str = "0.0.0.0:10251"
 
 
 def run(options: RunOptions) -> int:
@@ -33,37 +44,105 @@ def run(options: RunOptions) -> int:
     if not (options.operators or options.scheduler):
         logger.error("nothing to run: both the operators and the scheduler are switched off")
         return 2
-    return asyncio.run(serve(options))
+    try:
+        settings = scheduler_config.load(options.scheduler_config)
+    except scheduler_config.ConfigError as err:
+        logger.error("invalid scheduler configuration", error=str(err))
+        return 2
+    return asyncio.run(serve(options, settings))
 
 
-async def serve(options: RunOptions, stop: asyncio.Event | None = None) -> int:
+def _lease(settings: scheduler_config.SchedulerConfiguration) -> LeaseConfig:
+    election = settings.leader_election
+    return LeaseConfig(
+        namespace=election.resource_namespace,
+        name=election.resource_name,
+        identity=default_identity(),
+        lease_duration=parse_duration(election.lease_duration).total_seconds(),
+        renew_deadline=parse_duration(election.renew_deadline).total_seconds(),
+        retry_period=parse_duration(election.retry_period).total_seconds(),
+    )
+
+
+async def serve(
+    options: RunOptions,
+    settings: scheduler_config.SchedulerConfiguration,
+    stop: asyncio.Event | None = None,
+) -> int:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     configuration = await load_configuration(options.kubeconfig)
+    host, _, port = options.health_address.rpartition(":")
+    health = HealthServer(host or "0.0.0.0", int(port))
+    health.add_liveness("event loop", lambda: True)
+    async with ApiClient(configuration) as api:
+        lead, ready = _components(options, settings, api, configuration, health)
+        await health.start()
+        logger.info("serving health and metrics", address=f"{host}:{health.port}")
+        try:
+            if not settings.leader_election.leader_elect:
+                health.add_readiness("components ready", ready)
+                return await lead(stop)
+            elector = LeaderElector(api, _lease(settings))
+            health.add_readiness("components ready", lambda: not elector.is_leader or ready())
+            result: list[int] = [0]
 
-    components: dict[str, Coroutine[Any, Any, None]] = {}
-    if options.operators:
-        from berth.operators.runner import run_operators
+            async def work() -> None:
+                result[0] = await lead(stop)
 
-        components["operators"] = run_operators(configuration, stop)
+            if await elector.run(work, stop):
+                return result[0]
+            logger.error("lost leadership; exiting so a fresh candidate takes over")
+            return EXIT_LOST_LEADERSHIP
+        finally:
+            await health.stop()
+
+
+def _components(
+    options: RunOptions,
+    settings: scheduler_config.SchedulerConfiguration,
+    api: ApiClient,
+    configuration: Configuration,
+    health: HealthServer,
+) -> tuple[Callable[[asyncio.Event], Coroutine[Any, Any, int]], Callable[[], bool]]:
+    """What the leader runs, and whether it is ready (informers synced)."""
+    scheduler = None
     if options.scheduler:
-        from berth.scheduler import config as scheduler_config
-        from berth.scheduler.service import run_scheduler
+        from berth.scheduler.service import Scheduler
 
-        settings = scheduler_config.load(options.scheduler_config)
-        components["scheduler"] = run_scheduler(configuration, settings, stop)
+        metrics = SchedulerMetrics(settings.scheduler_names())
+        health.add_registry(metrics.registry)
+        scheduler = Scheduler(api, settings, metrics)
 
-    tasks = {asyncio.create_task(c, name=name): name for name, c in components.items()}
-    logger.info("berth running", components=list(components))
-    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    stop.set()
-    failed = 0
-    for task in done:
-        if task.exception() is not None:
-            failed = 1
-            logger.error("component failed", component=tasks[task], error=repr(task.exception()))
-    await asyncio.gather(*tasks, return_exceptions=True)
-    logger.info("berth stopped")
-    return failed
+    async def lead(stop: asyncio.Event) -> int:
+        inner = asyncio.Event()
+        components: dict[str, Coroutine[Any, Any, None]] = {}
+        if options.operators:
+            from berth.operators.runner import run_operators
+
+            components["operators"] = run_operators(configuration, inner)
+        if scheduler is not None:
+            components["scheduler"] = scheduler.run(inner)
+        tasks = {asyncio.create_task(c, name=name): name for name, c in components.items()}
+        stopping = asyncio.create_task(stop.wait())
+        logger.info("berth running", components=list(components))
+        try:
+            done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            inner.set()
+            stopping.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        failed = 0
+        for task, name in tasks.items():
+            if task in done and task.exception() is not None:
+                failed = 1
+                logger.error("component failed", component=name, error=repr(task.exception()))
+        logger.info("berth stopped")
+        return failed
+
+    def ready() -> bool:
+        return scheduler is None or scheduler.synced
+
+    return lead, ready

@@ -127,7 +127,7 @@ def parse(document: Any, source: str = "configuration") -> SchedulerConfiguratio
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"{source}: {where}: {first['msg']}") from err
     if not config.profiles:
-        raise ConfigError(f"{source}: profiles must not be empty")
+        config.profiles = [Profile()]  # kube-scheduler's default: one profile
     names = config.scheduler_names()
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: profiles repeat a schedulerName: {names}")

@@ -15,7 +15,7 @@ import numpy as np
 
 from berth.scheduler.framework import CycleState, Diagnosis, Status
 from berth.scheduler.messages import FitError
-from berth.scheduler.nodetable import Ints, Mask, NodeTable
+from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.registry import ProfilePlugins
 from berth.scheduler.view import ClusterView
@@ -52,17 +52,21 @@ class Cycle:
     def feasible(self, state: CycleState, pod: PodInfo) -> tuple[Ints, Diagnosis]:
         """Rows passing every filter, and why the others failed."""
         nodes = self.view.nodes
-        state.nominated = self.view.nominated_requests(pod)
+        self.view.hold_nominated(state, pod)
         for plugin in self.plugins.at("preFilter"):
             status: Status = plugin.pre_filter(state, pod, nodes)
             if not status.ok:
                 empty = np.zeros(nodes.size, dtype=bool)
                 return np.zeros(0, dtype=np.int64), Diagnosis(nodes.count, {}, empty, status)
         feasible = nodes.present[: nodes.size].copy()
-        if state.node_subset is not None:
-            feasible &= state.node_subset
         histogram: Counter[str] = Counter()
         resolvable = np.zeros(nodes.size, dtype=bool)
+        if state.node_subset is not None:
+            outside = int((feasible & ~state.node_subset).sum())
+            if outside:
+                plugins = " ".join(state.node_subset_by)
+                histogram[f"node(s) didn't satisfy plugin(s) [{plugins}]"] += outside
+            feasible &= state.node_subset
         for plugin in self.plugins.at("filter"):
             if not feasible.any():
                 break
@@ -80,13 +84,14 @@ class Cycle:
             feasible &= verdict.passed
         return np.flatnonzero(feasible), Diagnosis(nodes.count, dict(histogram), resolvable)
 
-    def run_filters(self, state: CycleState, pod: PodInfo) -> Mask:
-        """Rows passing every filter (no PreFilter, no diagnosis): preemption's dry runs."""
+    def reasons_at(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
+        """Why the pod does not fit on one row, from the first filter it fails; () if it fits."""
         nodes = self.view.nodes
-        passed = nodes.present[: nodes.size].copy()
         for plugin in self.plugins.at("filter"):
-            passed &= plugin.filter(state, pod, nodes).passed
-        return passed
+            verdict = plugin.filter(state, pod, nodes)
+            if not verdict.passed[row]:
+                return tuple(r.message for r in verdict.reasons if r.rows[row])
+        return ()
 
     def schedule(self, state: CycleState, pod: PodInfo) -> Placement:
         """The best node for the pod, or FitError."""

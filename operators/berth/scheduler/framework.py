@@ -90,8 +90,15 @@ class CycleState:
     # Requests of nominated pods (preemptors waiting for their victims to leave) that rank
     # at or above the pod being scheduled, per row: capacity held for them.
     nominated: Ints | None = None
-    # Rows a PreFilter limited the attempt to (e.g. spec.nodeName), if any.
+    # The same nominated pods by row, for filters that look at pods rather than sums.
+    nominated_pods: dict[int, list[PodInfo]] = field(default_factory=dict)
+    # Rows PreFilter plugins limited the attempt to, and which plugins did.
     node_subset: Mask | None = None
+    node_subset_by: tuple[str, ...] = ()
+
+    def limit_nodes(self, rows: Mask, plugin: str) -> None:
+        self.node_subset = rows if self.node_subset is None else self.node_subset & rows
+        self.node_subset_by = (*self.node_subset_by, plugin)
 
 
 @dataclass
@@ -101,8 +108,9 @@ class Handle:
     view: ClusterView
     profile: str
     writer: Writer | None = None
-    # Set by the profile's Cycle: every filter plugin over every row, for dry runs.
-    run_filters: Callable[[CycleState, PodInfo], Mask] | None = None
+    # Set by the profile's Cycle, for dry runs: why the pod does not fit on a row (the
+    # reasons of the first failing filter), empty when it fits.
+    reasons_at: Callable[[CycleState, PodInfo, int], tuple[str, ...]] | None = None
 
 
 class Plugin:
@@ -152,6 +160,8 @@ class PostFilterResult:
     nominated_node: str = ""
     status: Status = SUCCESS
     message: str = ""
+    attempted: bool = False  # a preemption was tried (the pod was eligible)
+    victims: int = 0
 
 
 @runtime_checkable

@@ -118,7 +118,8 @@ class NodeTable:
         allocatable = resource_list((node.get("status") or {}).get("allocatable"))
         self.allocatable[row] = 0
         for resource, value in allocatable.items():
-            self.allocatable[row, self.column(resource)] = value
+            col = self.column(resource)  # may widen the arrays: index them afterwards
+            self.allocatable[row, col] = value
         self.unschedulable[row] = bool(spec.get("unschedulable"))
         labels = dict(meta.get("labels") or {})
         if labels != self.labels[row]:
@@ -171,7 +172,8 @@ class NodeTable:
 
     def _account(self, row: int, pod: PodInfo, sign: int) -> None:
         for resource, value in pod.requests.items():
-            self.requested[row, self.column(resource)] += sign * value
+            col = self.column(resource)  # may widen the arrays: index them afterwards
+            self.requested[row, col] += sign * value
         self.requested[row, self.columns[PODS]] += sign
         self.nonzero_requested[row, 0] += sign * pod.nonzero_cpu
         self.nonzero_requested[row, 1] += sign * pod.nonzero_memory

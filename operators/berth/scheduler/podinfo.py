@@ -14,6 +14,7 @@ from berth.api.meta import NodeSelector, PreferredSchedulingTerm, Toleration
 from berth.podresources import CPU, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, MEMORY, pod_requests
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+PREEMPTION_REASON = "PreemptionByScheduler"
 
 HostPort = tuple[str, str, int]  # (host IP, protocol, port)
 
@@ -25,8 +26,10 @@ def _timestamp(value: str | None) -> float:
 
 
 def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of the containers that keep running: app containers and sidecars."""
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
     ports: list[HostPort] = []
-    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+    for container in [*(spec.get("containers") or ()), *sidecars]:
         for port in container.get("ports") or ():
             host_port = port.get("hostPort") or 0
             if host_port > 0:
@@ -34,6 +37,13 @@ def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
                     (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", host_port)
                 )
     return tuple(ports)
+
+
+def _preempted(status: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("reason") == PREEMPTION_REASON
+        for c in status.get("conditions") or ()
+    )
 
 
 @dataclass(slots=True)
@@ -62,6 +72,10 @@ class PodInfo:
     gated: bool
     nominated_node: str
     deleting: bool
+    # status.startTime (when the kubelet started it), None before that.
+    started: float | None = None
+    # Being deleted because a scheduler preempted it (DisruptionTarget/PreemptionByScheduler).
+    preempted: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,4 +124,6 @@ class PodInfo:
             gated=bool(spec.get("schedulingGates")),
             nominated_node=status.get("nominatedNodeName") or "",
             deleting=bool(meta.get("deletionTimestamp")),
+            started=_timestamp(status.get("startTime")) or None,
+            preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
         )

@@ -1,6 +1,8 @@
 """The scheduling queue: active (priority, then age), backoff, and unschedulable pods.
 
-A pod that failed waits out its backoff (initial doubling to max per attempt); a pod no
+Equal priorities go first in, first out by the time a pod (re-)entered the queue, so a pod
+that keeps failing goes behind its peers, as with kube-scheduler's PrioritySort. A pod that
+failed waits out its backoff (initial doubling to max per attempt); a pod no
 node could take waits among the unschedulable until a cluster event that could help
 (node added or changed, a bound pod gone, a reservation or quota changed), or five
 minutes, as kube-scheduler does. Pods with scheduling gates are held until the gates go.
@@ -25,6 +27,7 @@ UNSCHEDULABLE_TIMEOUT = 300.0
 class _Entry:
     pod: PodInfo
     attempts: int = 0
+    queued_at: float = 0.0  # when it (re-)entered the queue: the tie-break after priority
     ready_at: float = 0.0  # end of backoff
     since: float = 0.0  # entered the unschedulable area
 
@@ -40,7 +43,7 @@ class SchedulingQueue:
         self.max_backoff = max_backoff
         self.clock = clock
         self._entries: dict[str, _Entry] = {}
-        self._active: list[tuple[int, float, int, str]] = []
+        self._active: list[tuple[int, float, int, float, int, str]] = []
         self._active_set: set[str] = set()
         self._backoff: list[tuple[float, int, str]] = []
         self._backoff_set: set[str] = set()
@@ -57,7 +60,7 @@ class SchedulingQueue:
         """A pending pod appeared or changed; ``gated`` holds it until a later change."""
         entry = self._entries.get(pod.uid)
         if entry is None:
-            entry = self._entries[pod.uid] = _Entry(pod)
+            entry = self._entries[pod.uid] = _Entry(pod, queued_at=self.clock())
         else:
             entry.pod = pod
         if pod.uid in self._in_flight:
@@ -93,7 +96,7 @@ class SchedulingQueue:
         while True:
             self._flush_backoff()
             while self._active:
-                _, _, _, uid = heapq.heappop(self._active)
+                uid = heapq.heappop(self._active)[-1]
                 if uid in self._active_set:
                     self._active_set.discard(uid)
                     self._in_flight.add(uid)
@@ -136,7 +139,8 @@ class SchedulingQueue:
             self._moved_in_flight.discard(pod.uid)
             return None  # deleted while in flight
         entry.attempts += 1
-        entry.ready_at = self.clock() + self.backoff(entry.attempts)
+        entry.queued_at = self.clock()
+        entry.ready_at = entry.queued_at + self.backoff(entry.attempts)
         return entry
 
     def backoff(self, attempts: int) -> float:
@@ -165,7 +169,16 @@ class SchedulingQueue:
     def _push_active(self, entry: _Entry) -> None:
         pod = entry.pod
         self._active_set.add(pod.uid)
-        heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
+        # Within one clock tick, pods back from an attempt go after first-time pods.
+        key = (
+            -pod.priority,
+            entry.queued_at,
+            entry.attempts,
+            pod.created,
+            next(self._seq),
+            pod.uid,
+        )
+        heapq.heappush(self._active, key)
         self._wake.set()
 
     def _to_backoff_or_active(self, entry: _Entry) -> None:

@@ -86,7 +86,8 @@ def _check_known(name: str, where: str) -> None:
 
 
 def _merge(defaults: list[PluginRef], custom: PluginSet, where: str) -> list[PluginRef]:
-    for ref in [*custom.enabled, *custom.disabled]:
+    """kube-scheduler's mergePluginSet: a custom entry replaces a default in its place."""
+    for ref in custom.enabled:
         _check_known(ref.name, where)
     disabled = {ref.name for ref in custom.disabled}
     if "*" in disabled:
@@ -96,8 +97,7 @@ def _merge(defaults: list[PluginRef], custom: PluginSet, where: str) -> list[Plu
     for ref in custom.enabled:
         positions = [i for i, existing in enumerate(merged) if existing.name == ref.name]
         if positions:
-            weight = ref.weight if ref.weight is not None else merged[positions[0]].weight
-            merged[positions[0]] = PluginRef(name=ref.name, weight=weight)
+            merged[positions[0]] = ref
         else:
             merged.append(ref)
     return merged
@@ -133,7 +133,7 @@ def resolve(profile: Profile, handle: Handle) -> ProfilePlugins:
                 raise ConfigError(f"{where} {point}: plugin {ref.name!r} has no {point} point")
             plugins.append(_instance(resolved, ref.name, profile, handle))
             if point == "score":
-                resolved.weights[ref.name] = ref.weight if ref.weight is not None else 1
+                resolved.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
         resolved.points[point] = plugins
     return resolved
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from kubernetes_asyncio.client import (
     ApiClient,
-    Configuration,
     CoreV1Api,
     PolicyV1Api,
     SchedulingV1Api,
@@ -24,6 +23,7 @@ from kubernetes_asyncio.client import (
 
 from berth import log
 from berth.kube_watch import Informer
+from berth.observability import SchedulerMetrics
 from berth.scheduler.config import SchedulerConfiguration
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.framework import CycleState, Handle, PostFilterResult
@@ -46,8 +46,14 @@ class Profile:
 
 
 class Scheduler:
-    def __init__(self, api: ApiClient, config: SchedulerConfiguration) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        config: SchedulerConfiguration,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
         self.config = config
+        self.metrics = metrics
         self.view = ClusterView()
         self.queue = SchedulingQueue(
             config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds
@@ -59,7 +65,7 @@ class Scheduler:
             handle = Handle(self.view, profile.scheduler_name, self.writer)
             plugins = resolve(profile, handle)
             cycle = Cycle(plugins, self.view, config.percentage_of_nodes_to_score)
-            handle.run_filters = cycle.run_filters
+            handle.reasons_at = cycle.reasons_at
             self.profiles[profile.scheduler_name] = Profile(plugins, cycle)
         self.view.listeners.append(lambda event, _pod: self.queue.move_all(event))
         self.view.pod_listeners.append(self._on_pod)
@@ -109,7 +115,7 @@ class Scheduler:
         watchers = [
             asyncio.create_task(i.run(stop), name=f"watch-{i.kind}") for i in self.informers
         ]
-        flusher = asyncio.create_task(self._flush_leftovers(stop))
+        flusher = asyncio.create_task(self._housekeeping(stop))
         try:
             await asyncio.gather(*(i.synced.wait() for i in self.informers))
             logger.info(
@@ -131,10 +137,17 @@ class Scheduler:
                 task.cancel()
             await asyncio.gather(*watchers, flusher, *self._tasks, return_exceptions=True)
 
-    async def _flush_leftovers(self, stop: asyncio.Event) -> None:
+    async def _housekeeping(self, stop: asyncio.Event) -> None:
+        """Every second: the pending-pods gauges; every 30 s: long-unschedulable pods."""
+        last_flush = time.monotonic()
         while not stop.is_set():
-            await asyncio.sleep(LEFTOVER_FLUSH_SECONDS)
-            self.queue.flush_unschedulable_leftovers()
+            await asyncio.sleep(1.0)
+            if self.metrics is not None:
+                for queue, count in self.queue.counts().items():
+                    self.metrics.set_pending(queue, count)
+            if time.monotonic() - last_flush >= LEFTOVER_FLUSH_SECONDS:
+                last_flush = time.monotonic()
+                self.queue.flush_unschedulable_leftovers()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -160,7 +173,7 @@ class Scheduler:
                 "scheduling attempt failed", namespace=current.namespace, name=current.name
             )
             self.queue.retry(current)
-            self._record("error", started)
+            self._record("error", started, profile)
             return
         node = placement.node
         self.view.assume(current, node)
@@ -172,10 +185,10 @@ class Scheduler:
                     done.unreserve(state, current, node)
                 self.view.forget(current)
                 self.queue.retry(current)
-                self._record("error", started)
+                self._record("error", started, profile)
                 return
             reserved.append(plugin)
-        self._record("scheduled", started)
+        self._record("scheduled", started, profile)
         self._spawn(self._bind(profile, state, current, node, reserved))
 
     async def _unschedulable(
@@ -185,13 +198,17 @@ class Scheduler:
         try:
             for plugin in profile.plugins.at("postFilter"):
                 result = await plugin.post_filter(state, pod, fit.diagnosis)
+                if self.metrics is not None and result.attempted:
+                    self.metrics.observe_preemption(
+                        result.victims if result.nominated_node else None
+                    )
                 if result.nominated_node:
                     break
         except Exception:
             logger.exception("post-filter failed", namespace=pod.namespace, name=pod.name)
         message = fit_message(fit.diagnosis, result.message)
         self.queue.unschedulable(pod)
-        self._record("unschedulable", started)
+        self._record("unschedulable", started, profile)
         logger.info(
             "pod unschedulable",
             namespace=pod.namespace,
@@ -234,13 +251,8 @@ class Scheduler:
         self.queue.retry(pod)
         await self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
 
-    def _record(self, result: str, started: float) -> None:
+    def _record(self, result: str, started: float, profile: Profile) -> None:
         self.attempts[result] += 1
-
-
-async def run_scheduler(
-    configuration: Configuration, config: SchedulerConfiguration, stop: asyncio.Event
-) -> None:
-    """Schedule until ``stop`` is set, with a client of the scheduler's own."""
-    async with ApiClient(configuration) as api:
-        await Scheduler(api, config).run(stop)
+        if self.metrics is not None:
+            name = profile.plugins.profile.scheduler_name
+            self.metrics.observe_attempt(result, name, time.perf_counter() - started)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from berth import log
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
+
+if TYPE_CHECKING:
+    from berth.scheduler.framework import CycleState
 
 logger = log.get(__name__)
 
@@ -159,25 +162,30 @@ class ClusterView:
         """Hold capacity on a node for a preemptor while its victims leave."""
         self.nominated[pod.uid] = (node, pod)
 
-    def nominated_requests(self, pod: PodInfo) -> Ints | None:
-        """Per-row requests of the nominated pods that outrank or equal ``pod``."""
+    def hold_nominated(self, state: CycleState, pod: PodInfo) -> None:
+        """Put the nominated pods that outrank or equal ``pod`` on their nodes in ``state``.
+
+        Capacity freed for a preemptor stays its own against pods of lower priority.
+        """
         held = [
             (node, other)
             for uid, (node, other) in self.nominated.items()
             if uid != pod.uid and other.priority >= pod.priority
         ]
         if not held:
-            return None
+            return
         rows = [
-            (self.nodes.index.get(node), self.nodes.vector(other.requests)) for node, other in held
+            (self.nodes.index.get(node), other, self.nodes.vector(other.requests))
+            for node, other in held
         ]
         table = np.zeros_like(self.nodes.requested)  # after vector(): every column exists
         pods_col = self.nodes.columns["pods"]
-        for row, vector in rows:
+        for row, other, vector in rows:
             if row is not None:
                 table[row] += vector
                 table[row, pods_col] += 1
-        return table
+                state.nominated_pods.setdefault(row, []).append(other)
+        state.nominated = table
 
     def pods_on(self, node: str) -> list[PodInfo]:
         row = self.nodes.index.get(node)

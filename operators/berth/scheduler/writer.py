@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.kube import succeeded
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -93,6 +93,26 @@ class Writer:
         await succeeded(
             self.core.create_namespaced_pod_eviction(
                 pod.name, pod.namespace, body, _preload_content=False
+            )
+        )
+
+    async def mark_preempted(self, pod: PodInfo, message: str) -> None:
+        """The DisruptionTarget condition kube-scheduler sets on a victim before evicting it."""
+        await self.bucket.take()
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": PREEMPTION_REASON,
+            "message": message,
+            "lastTransitionTime": now(),
+        }
+        await succeeded(
+            self.core.patch_namespaced_pod_status(
+                pod.name,
+                pod.namespace,
+                {"status": {"conditions": [condition]}},
+                _content_type=STRATEGIC,
+                _preload_content=False,
             )
         )
 

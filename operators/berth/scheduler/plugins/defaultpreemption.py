@@ -13,6 +13,7 @@ does. The pod is nominated to the node, which holds the freed capacity for it.
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -45,18 +46,24 @@ PRIORITY_OFFSET = 2**31
 class Candidate:
     node: str
     row: int
-    victims: tuple[PodInfo, ...]
+    victims: tuple[PodInfo, ...]  # most important first
     pdb_violations: int
 
     def rank(self) -> tuple[int, int, int, int, float]:
+        """Smaller is better: kube-scheduler's pickOneNodeForPreemption criteria in order."""
         top = self.victims[0].priority if self.victims else -PRIORITY_OFFSET
         total = sum(v.priority + PRIORITY_OFFSET for v in self.victims)
-        earliest_top = min((v.created for v in self.victims if v.priority == top), default=0.0)
+        earliest_top = min((start_time(v) for v in self.victims if v.priority == top), default=0.0)
         return (self.pdb_violations, top, total, len(self.victims), -earliest_top)
 
 
+def start_time(pod: PodInfo) -> float:
+    """status.startTime; a pod not started yet counts as started now (the least important)."""
+    return pod.started if pod.started is not None else time.time()
+
+
 def more_important_first(pods: list[PodInfo]) -> list[PodInfo]:
-    return sorted(pods, key=lambda p: (-p.priority, p.created))
+    return sorted(pods, key=lambda p: (-p.priority, start_time(p)))
 
 
 class DefaultPreemption(Plugin):
@@ -73,31 +80,40 @@ class DefaultPreemption(Plugin):
     async def post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
     ) -> PostFilterResult:
-        spec = pod.raw.get("spec") or {}
-        if spec.get("preemptionPolicy") == "Never":
-            return self._fail("preemption: not eligible due to preemptionPolicy=Never.")
         if diagnosis.prefilter is not None:
             return self._fail("")
-        if pod.nominated_node and self._terminating_victims_on(pod):
-            return self._fail(
-                "preemption: not eligible due to a terminating pod on the nominated node."
-            )
+        reason = self.not_eligible(pod, diagnosis)
+        if reason:
+            return self._fail(f"preemption: {reason}")
         candidates, histogram = self.find_candidates(state, pod, diagnosis)
         if not candidates:
             text = histogram_text(histogram)
-            return self._fail(f"preemption: 0/{diagnosis.nodes} nodes are available: {text}.")
+            message = f"preemption: 0/{diagnosis.nodes} nodes are available: {text}."
+            return self._fail(message, attempted=True)
         best = min(candidates, key=Candidate.rank)
         await self._prepare(pod, best)
-        return PostFilterResult(nominated_node=best.node)
+        return PostFilterResult(nominated_node=best.node, attempted=True, victims=len(best.victims))
 
-    def _fail(self, message: str) -> PostFilterResult:
-        return PostFilterResult(status=unschedulable(self.name, message), message=message)
+    def _fail(self, message: str, *, attempted: bool = False) -> PostFilterResult:
+        status = unschedulable(self.name, message)
+        return PostFilterResult(status=status, message=message, attempted=attempted)
 
-    def _terminating_victims_on(self, pod: PodInfo) -> bool:
-        return any(
-            other.deleting and other.priority < pod.priority
-            for other in self.handle.view.pods_on(pod.nominated_node)
-        )
+    def not_eligible(self, pod: PodInfo, diagnosis: Diagnosis) -> str:
+        """Why the pod may not preempt now, or "" (kube-scheduler's PodEligibleToPreemptOthers)."""
+        if (pod.raw.get("spec") or {}).get("preemptionPolicy") == "Never":
+            return "not eligible due to preemptionPolicy=Never."
+        nominated = pod.nominated_node
+        row = self.handle.view.nodes.index.get(nominated) if nominated else None
+        if row is None:
+            return ""
+        if not diagnosis.resolvable_rows[row]:
+            return ""  # its nominated node cannot take it any more: it may preempt elsewhere
+        if any(
+            other.preempted and other.priority < pod.priority
+            for other in self.handle.view.nodes.pods[row].values()
+        ):
+            return "not eligible due to a terminating pod on the nominated node."
+        return ""
 
     # -- dry runs --------------------------------------------------------------------
 
@@ -119,68 +135,84 @@ class DefaultPreemption(Plugin):
             if len(candidates) >= wanted:
                 break
             row = int(rows[(offset + i) % len(rows)])
-            candidate = self.select_victims(state, pod, row)
-            if candidate is None:
-                histogram[NO_VICTIMS] += 1
+            found = self.select_victims(state, pod, row)
+            if isinstance(found, Candidate):
+                candidates.append(found)
             else:
-                candidates.append(candidate)
+                histogram.update(found)
         return candidates, histogram
 
-    def select_victims(self, state: CycleState, pod: PodInfo, row: int) -> Candidate | None:
-        """Fewest pods to evict from the node so the pod fits, or None if none would do."""
+    def select_victims(
+        self, state: CycleState, pod: PodInfo, row: int
+    ) -> Candidate | tuple[str, ...]:
+        """Fewest pods to evict from the node so the pod fits, or why no eviction would do."""
         nodes = self.handle.view.nodes
         assumed = self.handle.view.assumed
         lower = [
             p
             for p in nodes.pods[row].values()
-            if p.priority < pod.priority and not p.deleting and p.uid not in assumed
+            if p.priority < pod.priority and p.uid not in assumed
         ]
         if not lower:
-            return None
+            return (NO_VICTIMS,)
         for victim in lower:
             nodes.remove_pod(row, victim)
         try:
-            if not self._fits(state, pod, row):
-                return None
+            reasons = self._reasons(state, pod, row)
+            if reasons:
+                return reasons
             violating, others = self._split_by_pdb(more_important_first(lower))
             victims: list[PodInfo] = []
             violations = 0
             for group, counts in ((violating, True), (others, False)):
                 for candidate in group:
                     nodes.add_pod(row, candidate)
-                    if self._fits(state, pod, row):
+                    if not self._reasons(state, pod, row):
                         continue  # reprieved
                     nodes.remove_pod(row, candidate)
                     victims.append(candidate)
                     violations += int(counts)
-            return Candidate(nodes.names[row], row, tuple(victims), violations)
+            return Candidate(
+                nodes.names[row], row, tuple(more_important_first(victims)), violations
+            )
         finally:
             for victim in lower:
                 nodes.add_pod(row, victim)
 
-    def _fits(self, state: CycleState, pod: PodInfo, row: int) -> bool:
-        assert self.handle.run_filters is not None
-        return bool(self.handle.run_filters(state, pod)[row])
+    def _reasons(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
+        assert self.handle.reasons_at is not None
+        return self.handle.reasons_at(state, pod, row)
 
     def _split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
-        allowed: dict[str, int] = {}
-        selectors: list[tuple[str, str, LabelSelector]] = []
-        for key, pdb in self.handle.view.pdbs.items():
+        """kube-scheduler's filterPodsWithPDBViolation, budget by budget."""
+        budgets: list[tuple[str, LabelSelector, set[str], list[int]]] = []
+        for pdb in self.handle.view.pdbs.values():
             selector = (pdb.get("spec") or {}).get("selector")
-            if selector is None:
-                continue
-            selectors.append(
-                (key, pdb["metadata"].get("namespace", ""), LabelSelector.model_validate(selector))
+            if not selector or not (
+                selector.get("matchLabels") or selector.get("matchExpressions")
+            ):
+                continue  # a nil or empty selector matches nothing
+            status = pdb.get("status") or {}
+            budgets.append(
+                (
+                    pdb["metadata"].get("namespace", ""),
+                    LabelSelector.model_validate(selector),
+                    set(status.get("disruptedPods") or {}),
+                    [int(status.get("disruptionsAllowed") or 0)],
+                )
             )
-            allowed[key] = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
         violating: list[PodInfo] = []
         others: list[PodInfo] = []
         for pod in pods:
             hit = False
-            for key, namespace, selector in selectors:
-                if namespace == pod.namespace and selector.matches(pod.labels):
-                    allowed[key] -= 1
-                    hit = hit or allowed[key] < 0
+            if pod.labels:
+                for namespace, selector, disrupted, allowed in budgets:
+                    if namespace != pod.namespace or not selector.matches(pod.labels):
+                        continue
+                    if pod.name in disrupted:
+                        continue  # already being disrupted: the API server counted it
+                    allowed[0] -= 1
+                    hit = hit or allowed[0] < 0
             (violating if hit else others).append(pod)
         return violating, others
 
@@ -190,6 +222,11 @@ class DefaultPreemption(Plugin):
         writer = self.handle.writer
         assert writer is not None
         for victim in best.victims:
+            if victim.deleting:
+                continue  # already on its way out
+            await writer.mark_preempted(
+                victim, f"{self.handle.profile}: preempting to accommodate a higher priority pod"
+            )
             try:
                 await writer.evict(victim)
             except ApiException as err:

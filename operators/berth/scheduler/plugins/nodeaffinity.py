@@ -4,16 +4,50 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Plugin, Verdict
+from berth.api.meta import NodeSelectorOperator
+from berth.scheduler.framework import (
+    MAX_NODE_SCORE,
+    SUCCESS,
+    CycleState,
+    Plugin,
+    Status,
+    Verdict,
+    unschedulable,
+)
 from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.plugins.selectors import labels_match, term_matches
 from berth.scheduler.podinfo import PodInfo
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
+CONFLICT = "pod affinity terms conflict"
 
 
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        """Terms that all pin metadata.name narrow the attempt to those nodes (DaemonSets)."""
+        if pod.required_affinity is None:
+            return SUCCESS
+        names: set[str] = set()
+        for term in pod.required_affinity.node_selector_terms:
+            pinned: set[str] | None = None
+            for field in term.match_fields or ():
+                if field.key == "metadata.name" and field.operator is NodeSelectorOperator.IN:
+                    values = set(field.values or ())
+                    pinned = values if pinned is None else pinned & values
+            if pinned is None:
+                return SUCCESS  # some term allows any node name
+            names |= pinned
+        if not names:
+            return unschedulable(self.name, CONFLICT, resolvable=False)
+        rows = np.zeros(nodes.size, dtype=bool)
+        for name in names:
+            row = nodes.index.get(name)
+            if row is not None:
+                rows[row] = True
+        state.limit_nodes(rows, self.name)
+        return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if not pod.node_selector and pod.required_affinity is None:

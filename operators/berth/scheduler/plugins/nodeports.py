@@ -28,7 +28,9 @@ class NodePorts(Plugin):
             return Verdict.all(nodes)
         failed = np.zeros(nodes.size, dtype=bool)
         for row in nodes.rows():
-            used = nodes.ports[row]
+            used = list(nodes.ports[row])
+            for held in state.nominated_pods.get(row, ()):
+                used.extend(held.host_ports)
             if used and any(conflicts(w, u) for w in pod.host_ports for u in used):
                 failed[row] = True
         return Verdict.failing(nodes, failed, REASON)

@@ -15,7 +15,7 @@ import numpy as np
 from berth.podresources import CPU, MEMORY, PODS
 from berth.scheduler.config import ConfigError
 from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.nodetable import BASE_RESOURCES, Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
 TOO_MANY_PODS = "Too many pods"
@@ -26,8 +26,11 @@ STRATEGIES = ("LeastAllocated", "MostAllocated")
 def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
     """Allocatable minus requested (and held for nominated preemptors), per row and column."""
     free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
-    if state.nominated is not None:
-        free = free - state.nominated[: nodes.size]
+    held = state.nominated
+    if held is not None:
+        if held.shape[1] < free.shape[1]:  # a resource first seen after it was built
+            held = np.pad(held, ((0, 0), (0, free.shape[1] - held.shape[1])))
+        free = free - held[: nodes.size]
     return free
 
 
@@ -56,6 +59,8 @@ def _requested_and_allocatable(
     requested = np.zeros((len(rows), len(resources)), dtype=np.int64)
     allocatable = np.zeros_like(requested)
     for i, resource in enumerate(resources):
+        if resource not in BASE_RESOURCES and not pod.requests.get(resource):
+            continue  # an extended resource the pod does not ask for is left out
         col = nodes.column(resource)
         allocatable[:, i] = nodes.allocatable[rows, col]
         if non_zero and resource in (CPU, MEMORY):
@@ -121,6 +126,9 @@ class NodeResourcesBalancedAllocation(Plugin):
         self.resources, _ = _weights(args)
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        if not any(pod.requests.get(r) for r in self.resources):
+            # Nothing requested: balance is not the pod's concern (kube-scheduler skips it).
+            return np.zeros(len(rows), dtype=np.int64)
         requested, allocatable = _requested_and_allocatable(
             pod, nodes, rows, self.resources, non_zero=False
         )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
+import re
 
 import numpy as np
 
 from berth.api.meta import NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm
 from berth.scheduler.nodetable import Mask, NodeTable
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _requirement(nodes: NodeTable, req: NodeSelectorRequirement) -> Mask:
@@ -23,21 +25,24 @@ def _requirement(nodes: NodeTable, req: NodeSelectorRequirement) -> Mask:
     if op is NodeSelectorOperator.DOES_NOT_EXIST:
         return codes < 0
     # Gt / Lt: exactly one integer value; labels that are not integers never match.
-    try:
-        bound = int(values[0]) if len(values) == 1 else None
-    except ValueError:
-        bound = None
+    bound = go_int(values[0]) if len(values) == 1 else None
     if bound is None:
         return np.zeros(nodes.size, dtype=bool)
     numbers = np.full(len(vocabulary), np.nan)
     for text, code in vocabulary.items():
-        with contextlib.suppress(ValueError):
-            numbers[code] = int(text)
+        number = go_int(text)
+        if number is not None:
+            numbers[code] = number
     per_row = np.where(
         codes >= 0, numbers[np.maximum(codes, 0)] if len(numbers) else np.nan, np.nan
     )
     with np.errstate(invalid="ignore"):
         return per_row > bound if op is NodeSelectorOperator.GT else per_row < bound
+
+
+def go_int(text: str) -> int | None:
+    """An integer as Go's strconv.ParseInt reads it (no spaces, no underscores)."""
+    return int(text) if _INTEGER.fullmatch(text) else None
 
 
 def _field(nodes: NodeTable, req: NodeSelectorRequirement) -> Mask:

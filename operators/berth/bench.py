@@ -1,0 +1,263 @@
+"""``berth bench``: Berth's scheduler beside kube-scheduler on the same local cluster.
+
+Each scheduler runs as its own process with the same client QPS and burst, on the same
+kwok nodes; the harness creates the pods (schedulerName set to the scheduler under test)
+and watches them, timing create-to-bound on one clock. Printed side by side: pods per
+second from the first creation to the last binding, p50 and p99 create-to-bound, and the
+peak resident memory of the scheduler process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
+
+from berth.kube import client_from_kubeconfig, succeeded
+from berth.localcluster.build import ensure_built
+from berth.localcluster.cluster import LocalCluster
+from berth.localcluster.kubectl import Kubectl
+
+CREATE_CONCURRENCY = 32
+
+
+@dataclass(frozen=True)
+class Result:
+    scheduler: str
+    pods: int
+    bound: int
+    seconds: float
+    p50: float
+    p99: float
+    peak_rss_mib: float
+
+    @property
+    def pods_per_second(self) -> float:
+        return self.bound / self.seconds if self.seconds > 0 else 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _pod(name: str, scheduler: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.local/bench",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def _peak_rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+async def _measure(
+    api: ApiClient, namespace: str, scheduler: str, count: int
+) -> tuple[list[float], float]:
+    """Create ``count`` pods and wait for all bound: (create-to-bound seconds, wall seconds)."""
+    core: Any = CoreV1Api(api)  # plain dict bodies, which the client's stubs do not describe
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        response = await core.list_namespaced_pod(
+            namespace, watch=True, timeout_seconds=3600, _preload_content=False
+        )
+        buffer = b""
+        async for chunk in response.content.iter_any():
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                name = str((obj.get("metadata") or {}).get("name"))
+                if (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                    bound[name] = time.perf_counter()
+                    if len(bound) >= count:
+                        done.set()
+                        return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0.5)
+    limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+    start = time.perf_counter()
+
+    async def create(i: int) -> None:
+        name = f"bench-{i:05d}"
+        async with limit:
+            created[name] = time.perf_counter()
+            await succeeded(
+                core.create_namespaced_pod(namespace, _pod(name, scheduler), _preload_content=False)
+            )
+
+    await asyncio.gather(*(create(i) for i in range(count)))
+    finished = asyncio.create_task(done.wait())
+    await asyncio.wait(
+        {finished, watcher}, timeout=max(300.0, count / 5), return_when=asyncio.FIRST_COMPLETED
+    )
+    finished.cancel()
+    if watcher.done() and watcher.exception() is not None:
+        raise RuntimeError("the harness's watch failed") from watcher.exception()
+    watcher.cancel()
+    if len(bound) < count:
+        raise RuntimeError(f"only {len(bound)} of {count} pods bound in time")
+    wall = max(bound.values()) - start if bound else 0.0
+    latencies = [bound[n] - created[n] for n in bound if n in created]
+    return latencies, wall
+
+
+def _scheduler_config(name: str, kubeconfig: str, qps: float, burst: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
+        "profiles": [{"schedulerName": name}],
+    }
+
+
+async def _run_one(
+    label: str,
+    argv: list[str],
+    scheduler_name: str,
+    kubeconfig: str,
+    pods: int,
+    say: Callable[[str], None],
+) -> Result:
+    namespace = f"bench-{label}"
+    kubectl = Kubectl(kubeconfig)
+    kubectl("create", "namespace", namespace)
+    log_path = Path(tempfile.gettempdir()) / f"berth-bench-{label}.log"
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
+        try:
+            await asyncio.sleep(3)  # the scheduler lists the cluster before the pods arrive
+            if process.returncode is not None:
+                raise RuntimeError(f"{label} exited at start; see {log_path}")
+            async with await client_from_kubeconfig(kubeconfig) as api:
+                say(f"{label}: creating {pods} pods")
+                latencies, wall = await _measure(api, namespace, scheduler_name, pods)
+            rss = _peak_rss_mib(process.pid)
+        finally:
+            if process.returncode is None:
+                process.terminate()
+                try:
+                    await asyncio.wait_for(process.wait(), 15)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+    say(f"{label}: cleaning up")
+    kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=600s")
+    return Result(
+        label,
+        pods,
+        len(latencies),
+        wall,
+        _percentile(latencies, 0.5),
+        _percentile(latencies, 0.99),
+        rss,
+    )
+
+
+def table(results: list[Result]) -> str:
+    lines = [
+        f"{'scheduler':<16}{'pods':>7}{'bound':>7}{'seconds':>9}{'pods/s':>9}"
+        f"{'p50 s':>8}{'p99 s':>8}{'peak MiB':>10}"
+    ]
+    for r in results:
+        lines.append(
+            f"{r.scheduler:<16}{r.pods:>7}{r.bound:>7}{r.seconds:>9.1f}{r.pods_per_second:>9.1f}"
+            f"{r.p50:>8.2f}{r.p99:>8.2f}{r.peak_rss_mib:>10.0f}"
+        )
+    if len(results) == 2 and results[0].pods_per_second > 0:
+        kube, berth = results
+        throughput = berth.pods_per_second / kube.pods_per_second
+        lines.append(
+            f"ratio berth/kube-scheduler: pods/s {throughput:.2f}, p99 {berth.p99 / kube.p99:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def bench(
+    nodes: int, pods: int, qps: float, burst: int, keep: bool, say: Callable[[str], None]
+) -> int:
+    cluster = LocalCluster.default()
+    binaries = ensure_built(say)
+    started = not cluster.is_up()
+    cluster.up(nodes=nodes, say=say)
+    kubeconfig = str(cluster.kubeconfig)
+    results: list[Result] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:
+            kube_config = Path(tmp) / "kube-scheduler.yaml"
+            kube_config.write_text(
+                yaml.safe_dump(_scheduler_config("default-scheduler", kubeconfig, qps, burst))
+            )
+            berth_config = Path(tmp) / "berth-scheduler.yaml"
+            berth_config.write_text(
+                yaml.safe_dump(_scheduler_config("berth-scheduler", kubeconfig, qps, burst))
+            )
+            runs = [
+                (
+                    "kube-scheduler",
+                    [
+                        str(binaries["kube-scheduler"]),
+                        f"--config={kube_config}",
+                        "--secure-port=0",
+                        "--v=0",
+                    ],
+                    "default-scheduler",
+                ),
+                (
+                    "berth",
+                    [
+                        sys.executable,
+                        "-m",
+                        "berth.cli",
+                        "run",
+                        "--no-operators",
+                        f"--kubeconfig={kubeconfig}",
+                        f"--config={berth_config}",
+                        "--log-level=warning",
+                    ],
+                    "berth-scheduler",
+                ),
+            ]
+            for label, argv, name in runs:
+                say(f"{label}: {pods} pods onto {nodes} nodes, client qps {qps} burst {burst}")
+                results.append(asyncio.run(_run_one(label, argv, name, kubeconfig, pods, say)))
+    finally:
+        if started and not keep:
+            cluster.down()
+    sys.stdout.write(table(results) + "\n")
+    return 0

@@ -1,0 +1,148 @@
+"""Two `berth run` processes: one leads, the other takes over when the leader is killed,
+and no pod is ever bound twice."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api
+
+from tests.integration.cluster import Pods, pod_body
+from tests.support import eventually
+
+
+def short(namespace: str) -> str:
+    return "ha-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+
+
+@pytest.fixture
+def processes(
+    kubeconfig_path: str, namespace: str, tmp_path: Path
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceNamespace": namespace,
+            "resourceName": "berth-controller",
+            "leaseDuration": "4s",
+            "renewDeadline": "3s",
+            "retryPeriod": "500ms",
+        },
+        "profiles": [{"schedulerName": short(namespace)}],
+    }
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    started: list[subprocess.Popen[bytes]] = []
+    for i in range(2):
+        log = (tmp_path / f"berth-{i}.log").open("wb")
+        started.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "berth.cli",
+                    "run",
+                    "--no-operators",
+                    f"--kubeconfig={kubeconfig_path}",
+                    f"--config={path}",
+                    "--health-address=127.0.0.1:0",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        )
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in started:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def identity_of(log: Path) -> str:
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("event") == "campaigning for lease":
+            return str(record["identity"])
+    return ""
+
+
+async def test_standby_takes_over_and_nothing_is_bound_twice(
+    api: ApiClient,
+    namespace: str,
+    processes: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    leases = CoordinationV1Api(api)
+    holder: list[str] = [""]
+
+    async def led() -> bool:
+        try:
+            lease = await leases.read_namespaced_lease("berth-controller", namespace)
+        except Exception:
+            return False
+        holder[0] = lease.spec.holder_identity or ""
+        return bool(holder[0])
+
+    await eventually(led)
+    await eventually(lambda: _all_campaigning(tmp_path))
+    identities = [identity_of(tmp_path / f"berth-{i}.log") for i in range(2)]
+    leader = identities.index(holder[0])
+    standby = 1 - leader
+
+    pods = Pods(api, namespace)
+    name = short(namespace)
+    for i in range(10):
+        await pods.create(pod_body(f"before-{i}", name, cpu="100m"))
+    for i in range(10):
+        await pods.wait_bound(f"before-{i}")
+
+    processes[leader].kill()  # no release: the standby must wait out the lease
+    processes[leader].wait()
+    killed_at = asyncio.get_running_loop().time()
+    for i in range(10):
+        await pods.create(pod_body(f"after-{i}", name, cpu="100m"))
+    for i in range(10):
+        await pods.wait_bound(f"after-{i}", within=30)
+    took = asyncio.get_running_loop().time() - killed_at
+    assert took < 4 + 6, f"hand-over took {took:.1f}s"
+
+    lease = await leases.read_namespaced_lease("berth-controller", namespace)
+    assert lease.spec.holder_identity == identities[standby]
+    assert processes[standby].poll() is None
+
+    events = (await CoreV1Api(api).list_namespaced_event(namespace)).items
+    scheduled: dict[str, int] = {}
+    for event in events:
+        if event.reason == "Scheduled":
+            scheduled[event.involved_object.name] = scheduled.get(event.involved_object.name, 0) + (
+                event.count or 1
+            )
+    assert len(scheduled) == 20
+    assert set(scheduled.values()) == {1}, "a pod was bound more than once"
+    failures = [e for e in events if e.reason == "FailedScheduling"]
+    assert not failures, [e.message for e in failures]
+
+
+async def _all_campaigning(tmp_path: Path) -> bool:
+    return all(identity_of(tmp_path / f"berth-{i}.log") for i in range(2))

@@ -1,0 +1,341 @@
+"""The scheduler configuration: kube-scheduler's file shape, resolved into plugins at start-up.
+
+Every problem a user can write must come back as a ``ConfigError`` naming what is wrong,
+never a crash and never a failure mid-cycle. Defaults and merge rules follow
+kube-scheduler (pkg/scheduler/apis/config/v1 defaults.go and default_plugins.go).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from berth.scheduler.config import (
+    DEFAULT_SCHEDULER_NAME,
+    ConfigError,
+    Profile,
+    SchedulerConfiguration,
+    load,
+    parse,
+)
+from berth.scheduler.framework import Handle
+from berth.scheduler.plugins.noderesources import NodeResourcesFit
+from berth.scheduler.registry import PLUGINS, ProfilePlugins, resolve
+from berth.scheduler.view import ClusterView
+from tests.unit.scheduler_fixtures import Json
+
+# The capacity-scheduling example as users copy it from scheduler-plugins' documentation
+# (seed 003), verbatim.
+CAPACITY_SCHEDULING_EXAMPLE = """\
+apiVersion: kubescheduler.config.k8s.io/v1beta1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig:   "REPLACE_ME_WITH_KUBE_CONFIG_PATH"
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    preFilter:
+      enabled:
+      - name: CapacityScheduling
+    postFilter:
+      enabled:
+      - name: CapacityScheduling
+      disabled:
+      - name: "*"
+    reserve:
+      enabled:
+      - name: CapacityScheduling
+  pluginConfig:
+  - name: CapacityScheduling
+    args:
+      kubeConfigPath: "REPLACE_ME_WITH_KUBE_CONFIG_PATH"
+"""
+
+DEFAULT_FILTERS = [
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+]
+# kube-scheduler's default score weights (v1 getDefaultPlugins) for the plugins Berth has.
+DEFAULT_WEIGHTS = {
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "NodeResourcesFit": 1,
+    "NodeResourcesBalancedAllocation": 1,
+}
+
+
+def resolved(profile: Json | None = None) -> ProfilePlugins:
+    config = Profile.model_validate(profile or {})
+    return resolve(config, Handle(ClusterView(), config.scheduler_name))
+
+
+def names(plugins: ProfilePlugins, point: str) -> list[str]:
+    return [p.name for p in plugins.at(point)]
+
+
+def plugins_at(point: str, **sets: list[Json]) -> Json:
+    """A profile with one extension point configured."""
+    return {"plugins": {point: sets}}
+
+
+def validate(document: Any) -> SchedulerConfiguration:
+    """What the scheduler does at start-up: parse, then resolve every profile."""
+    config = parse(document)
+    for profile in config.profiles:
+        resolve(profile, Handle(ClusterView(), profile.scheduler_name))
+    return config
+
+
+# -- defaults ---------------------------------------------------------------------------
+
+
+def test_no_file_gives_one_default_profile() -> None:
+    config = load(None)
+    assert config.scheduler_names() == [DEFAULT_SCHEDULER_NAME] == ["berth-scheduler"]
+    assert config.percentage_of_nodes_to_score is None
+    # kube-scheduler's queue defaults: podInitialBackoffSeconds 1, podMaxBackoffSeconds 10.
+    assert config.pod_initial_backoff_seconds == 1
+    assert config.pod_max_backoff_seconds == 10
+    assert (config.client_connection.qps, config.client_connection.burst) == (50, 100)
+    assert config.leader_election.leader_elect is True
+
+
+def test_an_empty_document_is_the_defaults() -> None:
+    assert parse({}).scheduler_names() == ["berth-scheduler"]
+
+
+def test_an_empty_profile_list_gets_the_default_profile() -> None:
+    # kube-scheduler's SetDefaults_KubeSchedulerConfiguration appends one default profile
+    # when profiles is empty.
+    assert parse({"profiles": []}).scheduler_names() == ["berth-scheduler"]
+
+
+def test_default_plugins_in_kube_scheduler_order() -> None:
+    plugins = resolved()
+    assert names(plugins, "preEnqueue") == ["SchedulingGates"]
+    assert names(plugins, "filter") == DEFAULT_FILTERS
+    assert names(plugins, "score") == list(DEFAULT_WEIGHTS)
+    assert plugins.weights == DEFAULT_WEIGHTS
+    assert names(plugins, "postFilter") == ["DefaultPreemption"]
+    assert names(plugins, "bind") == ["DefaultBinder"]
+
+
+def test_a_plugin_is_one_instance_across_points() -> None:
+    plugins = resolved()
+    taint = plugins.instances["TaintToleration"]
+    assert taint in plugins.at("filter")
+    assert taint in plugins.at("score")
+
+
+# -- plugins Berth does not have ------------------------------------------------------------
+
+
+def test_capacity_scheduling_example_names_the_missing_plugin() -> None:
+    document = yaml.safe_load(CAPACITY_SCHEDULING_EXAMPLE)
+    with pytest.raises(ConfigError) as caught:
+        validate(document)
+    assert "CapacityScheduling" in str(caught.value)
+    assert "not available" in str(caught.value)
+
+
+def test_capacity_scheduling_example_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(CAPACITY_SCHEDULING_EXAMPLE)
+    config = load(path)  # the file itself is well-formed
+    assert config.scheduler_names() == ["default-scheduler"]
+    assert config.leader_election.leader_elect is False
+    with pytest.raises(ConfigError, match="CapacityScheduling"):
+        resolve(config.profiles[0], Handle(ClusterView(), "default-scheduler"))
+
+
+@pytest.mark.parametrize("point", ["multiPoint", "filter", "score", "preFilter"])
+def test_unknown_plugin_lists_the_known_ones(point: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        resolved(plugins_at(point, enabled=[{"name": "NodeResourcesFitt"}]))
+    message = str(caught.value)
+    assert "NodeResourcesFitt" in message
+    for known in PLUGINS:
+        assert known in message
+
+
+@pytest.mark.parametrize("point", ["multiPoint", "filter", "score"])
+def test_kube_scheduler_plugin_berth_lacks_is_a_clear_error(point: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        resolved(plugins_at(point, enabled=[{"name": "PodTopologySpread", "weight": 2}]))
+    assert "PodTopologySpread" in str(caught.value)
+    assert "not implemented" in str(caught.value)
+
+
+@pytest.mark.parametrize("point", ["multiPoint", "filter", "score"])
+def test_disabling_a_plugin_berth_lacks_is_accepted(point: str) -> None:
+    # Common in real files (kube-scheduler's own default set includes it): disabling
+    # PodTopologySpread asks for nothing Berth lacks.
+    plugins = resolved(plugins_at(point, disabled=[{"name": "PodTopologySpread"}]))
+    assert names(plugins, "filter") == DEFAULT_FILTERS
+
+
+def test_plugin_without_the_point_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="NodeName"):
+        resolved(plugins_at("score", enabled=[{"name": "NodeName"}]))
+
+
+def test_queue_sort_other_than_priority_sort_is_an_error() -> None:
+    assert resolved(plugins_at("queueSort", enabled=[{"name": "PrioritySort"}]))
+    with pytest.raises(ConfigError, match="PrioritySort"):
+        resolved(plugins_at("queueSort", enabled=[{"name": "Coscheduling"}]))
+
+
+# -- merging ------------------------------------------------------------------------------
+
+
+def test_disable_all_at_filter_removes_only_the_default_filters() -> None:
+    plugins = resolved(plugins_at("filter", disabled=[{"name": "*"}]))
+    assert names(plugins, "filter") == []
+    assert plugins.weights == DEFAULT_WEIGHTS  # scoring untouched
+    assert names(plugins, "bind") == ["DefaultBinder"]
+
+
+def test_disable_all_then_enable_one_filter() -> None:
+    plugins = resolved(
+        plugins_at("filter", disabled=[{"name": "*"}], enabled=[{"name": "NodeResourcesFit"}])
+    )
+    assert names(plugins, "filter") == ["NodeResourcesFit"]
+
+
+def test_disabling_one_default_keeps_the_order_of_the_rest() -> None:
+    plugins = resolved(plugins_at("filter", disabled=[{"name": "TaintToleration"}]))
+    assert names(plugins, "filter") == [p for p in DEFAULT_FILTERS if p != "TaintToleration"]
+    assert "TaintToleration" in names(plugins, "score")
+
+
+def test_multi_point_disable_removes_the_plugin_everywhere() -> None:
+    plugins = resolved(plugins_at("multiPoint", disabled=[{"name": "TaintToleration"}]))
+    assert "TaintToleration" not in names(plugins, "filter")
+    assert "TaintToleration" not in plugins.weights
+
+
+def test_multi_point_weight_override_keeps_the_place() -> None:
+    plugins = resolved(plugins_at("multiPoint", enabled=[{"name": "NodeAffinity", "weight": 5}]))
+    assert plugins.weights == {**DEFAULT_WEIGHTS, "NodeAffinity": 5}
+    assert names(plugins, "filter") == DEFAULT_FILTERS
+    assert names(plugins, "score") == list(DEFAULT_WEIGHTS)
+
+
+def test_score_point_weight_override() -> None:
+    plugins = resolved(
+        plugins_at("score", enabled=[{"name": "NodeResourcesBalancedAllocation", "weight": 4}])
+    )
+    assert plugins.weights["NodeResourcesBalancedAllocation"] == 4
+
+
+@pytest.mark.parametrize("point", ["multiPoint", "score"])
+def test_default_enabled_again_without_weight_gets_weight_one(point: str) -> None:
+    # kube-scheduler's mergePluginSet replaces the default entry by the custom one (whose
+    # weight is unset), and the framework turns a zero weight into 1.
+    plugins = resolved(plugins_at(point, enabled=[{"name": "TaintToleration"}]))
+    assert plugins.weights["TaintToleration"] == 1
+
+
+# -- invalid files ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "word"),
+    [
+        (
+            {"apiVersion": "kubescheduler.config.k8s.io/v2", "kind": "KubeSchedulerConfiguration"},
+            "v2",
+        ),
+        ({"apiVersion": "v1", "kind": "KubeSchedulerConfiguration"}, "apiVersion"),
+        ({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "SchedulerPolicy"}, "kind"),
+        ([1, 2], "mapping"),
+        ("just text", "mapping"),
+    ],
+    ids=["unknown-version", "core-v1", "wrong-kind", "list", "scalar"],
+)
+def test_not_a_kube_scheduler_configuration(document: Any, word: str) -> None:
+    with pytest.raises(ConfigError, match=word):
+        parse(document)
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["kubescheduler.config.k8s.io/v1", "kubescheduler.config.k8s.io/v1beta3"],
+)
+def test_known_versions_are_accepted(version: str) -> None:
+    document = {"apiVersion": version, "kind": "KubeSchedulerConfiguration"}
+    assert parse(document).scheduler_names() == ["berth-scheduler"]
+
+
+@pytest.mark.parametrize("value", [-1, 101, "half"])
+@pytest.mark.parametrize("where", ["top", "profile"])
+def test_invalid_percentage_of_nodes_to_score(value: Any, where: str) -> None:
+    document: Json = {"percentageOfNodesToScore": value}
+    if where == "profile":
+        document = {"profiles": [{"schedulerName": "a", "percentageOfNodesToScore": value}]}
+    with pytest.raises(ConfigError, match="percentageOfNodesToScore"):
+        parse(document)
+
+
+@pytest.mark.parametrize("value", [0, 1, 50, 100])
+def test_valid_percentage_of_nodes_to_score(value: int) -> None:
+    config = parse({"percentageOfNodesToScore": value, "profiles": [{"schedulerName": "a"}]})
+    assert config.percentage_of_nodes_to_score == value
+
+
+def test_repeated_scheduler_name() -> None:
+    with pytest.raises(ConfigError, match="schedulerName"):
+        parse({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]})
+
+
+def test_bad_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("profiles:\n- schedulerName: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "absent.yaml")
+
+
+def test_plugin_args_error_is_a_config_error() -> None:
+    profile = {
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "bogus"}}}
+        ]
+    }
+    with pytest.raises(ConfigError) as caught:
+        resolved(profile)
+    assert "NodeResourcesFit" in str(caught.value)
+    assert "bogus" in str(caught.value)
+
+
+def test_plugin_args_negative_weight_is_a_config_error() -> None:
+    strategy = {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": -1}]}
+    profile = {
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}]
+    }
+    with pytest.raises(ConfigError, match="NodeResourcesFit"):
+        resolved(profile)
+
+
+def test_most_allocated_is_accepted() -> None:
+    profile = {
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+        ]
+    }
+    fit = resolved(profile).instances["NodeResourcesFit"]
+    assert isinstance(fit, NodeResourcesFit)
+    assert fit.strategy == "MostAllocated"

@@ -1,0 +1,319 @@
+"""The scheduling queue, checked against kube-scheduler's PriorityQueue.
+
+kube-scheduler facts used here (pkg/scheduler/backend/queue): the active queue is ordered
+by PrioritySort (higher priority first, then the earlier QueuedPodInfo.Timestamp, which is
+refreshed whenever a pod is re-added after an attempt); the backoff doubles from
+podInitialBackoffSeconds up to podMaxBackoffSeconds; unschedulable pods wait for a cluster
+event or podMaxInUnschedulablePodsDuration (5 minutes); a move request during an attempt
+sends the pod to backoff instead of the unschedulable pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.queue import UNSCHEDULABLE_TIMEOUT, SchedulingQueue
+from tests.unit.scheduler_fixtures import info, pod
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def queue(clock: FakeClock) -> SchedulingQueue:
+    return SchedulingQueue(initial_backoff=1.0, max_backoff=10.0, clock=clock)
+
+
+def pending(name: str, *, priority: int = 0, created: float = 0) -> PodInfo:
+    return info(pod(name, "100m", priority=priority, created=created))
+
+
+async def pop_now(queue: SchedulingQueue) -> PodInfo:
+    """The next pod, which must be ready without waiting."""
+    return await asyncio.wait_for(queue.pop(), timeout=1)
+
+
+async def nothing_ready(queue: SchedulingQueue) -> bool:
+    """No pod can be popped now (the fake clock does not move while pop waits)."""
+    try:
+        await asyncio.wait_for(queue.pop(), timeout=0.03)
+    except TimeoutError:
+        return True
+    return False
+
+
+def empty_counts(**changes: int) -> dict[str, int]:
+    return {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, **changes}
+
+
+async def test_higher_priority_first_then_earlier() -> None:
+    queue = SchedulingQueue(clock=FakeClock())
+    for p in [
+        pending("low-old", priority=0, created=1),
+        pending("high-new", priority=100, created=50),
+        pending("high-old", priority=100, created=10),
+        pending("mid", priority=10, created=5),
+        pending("low-new", priority=0, created=2),
+    ]:
+        queue.add(p)
+    order = [(await pop_now(queue)).name for _ in range(5)]
+    assert order == ["high-old", "high-new", "mid", "low-old", "low-new"]
+
+
+async def test_negative_priorities_sort_below_zero(queue: SchedulingQueue) -> None:
+    queue.add(pending("negative", priority=-5))
+    queue.add(pending("zero", priority=0, created=100))
+    assert (await pop_now(queue)).name == "zero"
+
+
+async def test_a_pod_back_from_an_attempt_queues_behind_its_peers(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    # PrioritySort breaks ties by the queue timestamp, refreshed when a pod comes back
+    # after an attempt: an old pod that failed does not jump ahead of equal-priority
+    # pods that have been waiting since.
+    old = pending("old", created=0)
+    queue.add(old)
+    assert (await pop_now(queue)).name == "old"
+    queue.add(pending("newer", created=10))
+    queue.unschedulable(old)
+    clock.advance(30)
+    queue.move_all("NodeAdd")
+    assert (await pop_now(queue)).name == "newer"
+    assert (await pop_now(queue)).name == "old"
+
+
+@pytest.mark.parametrize(
+    ("attempts", "seconds"),
+    [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (6, 10.0), (30, 10.0)],
+)
+def test_backoff_doubles_up_to_the_max(attempts: int, seconds: float) -> None:
+    assert SchedulingQueue(1.0, 10.0).backoff(attempts) == seconds
+
+
+async def test_retry_waits_out_each_backoff(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add(pending("p"))
+    popped = await pop_now(queue)
+    for wait in (1.0, 2.0, 4.0, 8.0, 10.0, 10.0):
+        queue.retry(popped)
+        assert queue.counts() == empty_counts(backoff=1)
+        clock.advance(wait - 0.01)
+        assert await nothing_ready(queue), f"left backoff before {wait}s"
+        clock.advance(0.01)
+        popped = await pop_now(queue)
+
+
+async def test_unschedulable_pods_wait_for_a_cluster_event(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    p = pending("p")
+    queue.add(p)
+    queue.unschedulable(await pop_now(queue))
+    clock.advance(60)  # backoff long over, yet nothing changed in the cluster
+    queue.flush_unschedulable_leftovers()
+    assert await nothing_ready(queue)
+    assert queue.counts() == empty_counts(unschedulable=1)
+    queue.move_all("NodeAdd")
+    assert queue.counts() == empty_counts(active=1)
+    assert (await pop_now(queue)).uid == p.uid
+
+
+async def test_moved_while_still_backing_off_goes_to_backoff(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(pending("p"))
+    queue.unschedulable(await pop_now(queue))
+    clock.advance(0.5)  # first backoff is 1s
+    queue.move_all("NodeAdd")
+    assert queue.counts() == empty_counts(backoff=1)
+    clock.advance(0.5)
+    assert (await pop_now(queue)).name == "p"
+
+
+async def test_event_during_the_attempt_sends_the_pod_to_backoff(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(pending("p"))
+    popped = await pop_now(queue)
+    queue.move_all("AssignedPodDelete")  # e.g. a pod freed its node while we decided
+    queue.unschedulable(popped)
+    assert queue.counts() == empty_counts(backoff=1)
+    clock.advance(1)
+    assert (await pop_now(queue)).name == "p"
+
+
+async def test_event_before_the_attempt_does_not_count(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(pending("p"))
+    queue.move_all("NodeAdd")  # nothing in flight yet
+    queue.unschedulable(await pop_now(queue))
+    assert queue.counts() == empty_counts(unschedulable=1)
+
+
+async def test_event_in_one_attempt_does_not_leak_into_the_next(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(pending("p"))
+    first = await pop_now(queue)
+    queue.move_all("NodeAdd")
+    queue.unschedulable(first)  # to backoff
+    clock.advance(1)
+    queue.unschedulable(await pop_now(queue))  # no event this time
+    assert queue.counts() == empty_counts(unschedulable=1)
+
+
+async def test_gated_pod_is_held_until_added_again_ungated(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    gated = info(pod("gated", "100m", gates=["example.com/wait"]))
+    queue.add(gated, gated=True)
+    assert queue.counts() == empty_counts(gated=1)
+    queue.move_all("NodeAdd")  # cluster events do not release gates
+    clock.advance(UNSCHEDULABLE_TIMEOUT + 1)
+    queue.flush_unschedulable_leftovers()
+    assert queue.counts() == empty_counts(gated=1)
+    queue.add(gated, gated=True)  # an update that keeps a gate
+    assert queue.counts() == empty_counts(gated=1)
+    ungated = info(pod("gated", "100m"))
+    queue.add(ungated)
+    assert queue.counts() == empty_counts(active=1)
+    assert (await pop_now(queue)).uid == gated.uid
+
+
+async def test_gate_added_to_a_waiting_pod_takes_it_out(queue: SchedulingQueue) -> None:
+    p = pending("p")
+    queue.add(p)
+    queue.add(p, gated=True)
+    assert queue.counts() == empty_counts(gated=1)
+
+
+async def test_update_of_an_unschedulable_pod_retries_it(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    p = pending("p")
+    queue.add(p)
+    queue.unschedulable(await pop_now(queue))
+    clock.advance(5)
+    queue.add(p)  # e.g. its tolerations were edited
+    assert queue.counts() == empty_counts(active=1)
+
+
+async def test_readding_a_queued_pod_does_not_duplicate_it(queue: SchedulingQueue) -> None:
+    p = pending("p")
+    queue.add(p)
+    queue.add(p)
+    assert queue.counts() == empty_counts(active=1)
+    await pop_now(queue)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(queue.pop(), timeout=0.05)
+
+
+async def test_delete_while_in_flight(queue: SchedulingQueue) -> None:
+    p = pending("p")
+    queue.add(p)
+    popped = await pop_now(queue)
+    queue.delete(p.uid)
+    queue.unschedulable(popped)
+    queue.retry(popped)
+    assert p.uid not in queue
+    assert queue.counts() == empty_counts()
+
+
+@pytest.mark.parametrize("area", ["active", "backoff", "unschedulable", "gated"])
+async def test_delete_from_every_area(queue: SchedulingQueue, area: str) -> None:
+    p = pending("p")
+    queue.add(p, gated=area == "gated")
+    if area in ("backoff", "unschedulable"):
+        popped = await pop_now(queue)
+        if area == "backoff":
+            queue.retry(popped)
+        else:
+            queue.unschedulable(popped)
+    assert queue.counts()[area] == 1
+    queue.delete(p.uid)
+    assert queue.counts() == empty_counts()
+    assert p.uid not in queue
+
+
+async def test_done_lets_go_of_the_pod(queue: SchedulingQueue) -> None:
+    p = pending("p")
+    queue.add(p)
+    await pop_now(queue)
+    assert p.uid in queue
+    queue.done(p.uid)
+    assert p.uid not in queue
+    assert queue.counts() == empty_counts()
+
+
+async def test_update_while_in_flight_is_kept_for_the_retry(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(pending("p", priority=0))
+    popped = await pop_now(queue)
+    queue.add(pending("p", priority=7))  # updated while the attempt runs
+    assert queue.counts() == empty_counts()
+    queue.retry(popped)
+    clock.advance(1)
+    assert (await pop_now(queue)).priority == 7
+
+
+async def test_leftovers_flushed_after_five_minutes(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    assert UNSCHEDULABLE_TIMEOUT == 300
+    queue.add(pending("early"))
+    queue.unschedulable(await pop_now(queue))
+    clock.advance(120)
+    queue.add(pending("late"))
+    queue.unschedulable(await pop_now(queue))
+    clock.advance(179)  # early has waited 299s
+    queue.flush_unschedulable_leftovers()
+    assert queue.counts() == empty_counts(unschedulable=2)
+    clock.advance(2)  # early 301s, late 181s
+    queue.flush_unschedulable_leftovers()
+    assert queue.counts() == empty_counts(active=1, unschedulable=1)
+    assert (await pop_now(queue)).name == "early"
+    clock.advance(120)
+    queue.flush_unschedulable_leftovers()
+    assert (await pop_now(queue)).name == "late"
+
+
+async def test_pop_waits_for_an_add() -> None:
+    queue = SchedulingQueue()
+    waiting = asyncio.create_task(queue.pop())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    queue.add(pending("p"))
+    assert (await asyncio.wait_for(waiting, timeout=1)).name == "p"
+
+
+async def test_pop_wakes_when_a_backoff_ends() -> None:
+    queue = SchedulingQueue(initial_backoff=0.05, max_backoff=0.05)
+    queue.add(pending("p"))
+    queue.retry(await pop_now(queue))
+    assert queue.counts() == empty_counts(backoff=1)
+    assert (await asyncio.wait_for(queue.pop(), timeout=2)).name == "p"
+
+
+def test_counts_by_area(queue: SchedulingQueue) -> None:
+    queue.add(pending("a"))
+    queue.add(pending("b"))
+    queue.add(pending("c"), gated=True)
+    assert queue.counts() == empty_counts(active=2, gated=1)

@@ -93,6 +93,10 @@ class Informer:
                     self.resource_version = ""
                     continue
                 failures += 1
+                if err.status == 404 and failures > 1:
+                    # Not served (a CRD not installed yet): keep trying, quietly.
+                    await self._wait(stop, RETRY_SECONDS[-1])
+                    continue
                 await self._pause(stop, failures, err)
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
                 failures += 1
@@ -101,6 +105,10 @@ class Informer:
     async def _pause(self, stop: asyncio.Event, failures: int, err: BaseException) -> None:
         delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS)) - 1]
         logger.warning("list/watch failed, retrying", kind=self.kind, error=str(err), delay=delay)
+        await self._wait(stop, delay)
+
+    @staticmethod
+    async def _wait(stop: asyncio.Event, delay: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)
 

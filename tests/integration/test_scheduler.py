@@ -19,6 +19,7 @@ from kubernetes_asyncio.client import (
     AdmissionregistrationV1Api,
     ApiClient,
     CoreV1Api,
+    CustomObjectsApi,
     PolicyV1Api,
 )
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -462,3 +463,33 @@ async def test_configuration_enables_and_disables_plugins(
             message = await pods.wait_event("p", "FailedScheduling")
             assert "1 node(s) had untolerated taint {dedicated: infra}" in message
             assert await pods.node_of("p") is None
+
+
+async def test_the_view_follows_berth_custom_resources(
+    api: ApiClient, namespace: str, crds: None
+) -> None:
+    custom = CustomObjectsApi(api)
+    quota = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "team"},
+        "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
+    }
+    async with running(api, config_for(short(namespace))) as scheduler:
+        await custom.create_namespaced_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
+        )
+        key = f"{namespace}/team"
+
+        async def seen() -> bool:
+            return key in scheduler.view.custom.get("ElasticQuota", {})
+
+        await eventually(seen)
+        await custom.delete_namespaced_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", "team"
+        )
+
+        async def gone() -> bool:
+            return key not in scheduler.view.custom.get("ElasticQuota", {})
+
+        await eventually(gone)

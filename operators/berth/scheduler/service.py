@@ -9,6 +9,7 @@ forgets the pod and sends it back to the queue with backoff.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -17,11 +18,13 @@ from typing import Any
 from kubernetes_asyncio.client import (
     ApiClient,
     CoreV1Api,
+    CustomObjectsApi,
     PolicyV1Api,
     SchedulingV1Api,
 )
 
 from berth import log
+from berth.api import KINDS
 from berth.kube_watch import Informer
 from berth.observability import SchedulerMetrics
 from berth.scheduler.config import SchedulerConfiguration
@@ -85,6 +88,19 @@ class Scheduler:
             ),
         ]
         # Attempts by result (scheduled | unschedulable | error), as the metric counts them.
+        # Berth's own kinds: watched from the start, but scheduling does not wait for
+        # them, so a cluster without the CRDs (yet) still schedules ordinary pods.
+        custom = CustomObjectsApi(api)
+        self.custom_informers = [
+            Informer(
+                kind.kind,
+                functools.partial(
+                    custom.list_cluster_custom_object, kind.group, kind.version, kind.plural
+                ),
+                self.view.on_custom(kind.kind),
+            )
+            for kind in KINDS
+        ]
         self.attempts: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -113,7 +129,8 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         watchers = [
-            asyncio.create_task(i.run(stop), name=f"watch-{i.kind}") for i in self.informers
+            asyncio.create_task(i.run(stop), name=f"watch-{i.kind}")
+            for i in [*self.informers, *self.custom_informers]
         ]
         flusher = asyncio.create_task(self._housekeeping(stop))
         try:

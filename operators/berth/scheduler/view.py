@@ -43,6 +43,8 @@ class ClusterView:
     nominated: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     priority_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Berth's custom resources by kind (Reservation, ElasticQuota, ...), then by key.
+    custom: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     listeners: list[Callable[[str, PodInfo | None], None]] = field(default_factory=list)
     pod_listeners: list[Callable[[str, PodInfo], None]] = field(default_factory=list)
 
@@ -139,6 +141,23 @@ class ClusterView:
         else:
             self.pdbs[key] = obj
         self._emit(OTHER_CHANGED, None)
+
+    def on_custom(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
+        """A watch handler that keeps the objects of one custom kind."""
+        objects = self.custom.setdefault(kind, {})
+
+        def handle(event: str, obj: dict[str, Any]) -> None:
+            meta = obj.get("metadata") or {}
+            key = (
+                f"{meta.get('namespace')}/{meta['name']}" if meta.get("namespace") else meta["name"]
+            )
+            if event == "DELETED":
+                objects.pop(key, None)
+            else:
+                objects[key] = obj
+            self._emit(OTHER_CHANGED, None)
+
+        return handle
 
     def _emit(self, event: str, pod: PodInfo | None) -> None:
         for listener in self.listeners:

@@ -58,8 +58,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from berth.bench import bench
+    from berth.bench import bench, cycle_bench
 
+    if args.cycle_only:
+        sys.stdout.write(cycle_bench(args.nodes, args.pods) + "\n")
+        return 0
     return bench(
         nodes=args.nodes, pods=args.pods, qps=args.qps, burst=args.burst, keep=args.keep, say=say
     )
@@ -107,6 +110,11 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--qps", type=float, default=100.0, help="client QPS of both schedulers")
     bench.add_argument("--burst", type=int, default=200, help="client burst of both schedulers")
     bench.add_argument("--keep", action="store_true", help="leave the cluster running")
+    bench.add_argument(
+        "--cycle-only",
+        action="store_true",
+        help="time the scheduling cycle in process, without a cluster",
+    )
     bench.set_defaults(func=_bench)
     return top
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import Awaitable
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -29,7 +30,32 @@ async def load_configuration(path: str | None = None, context: str | None = None
 
 async def client_from_kubeconfig(path: str | None = None, context: str | None = None) -> ApiClient:
     """An API client for the cluster a kubeconfig (or the pod's service account) names."""
-    return ApiClient(await load_configuration(path, context))
+    return api_client(await load_configuration(path, context))
+
+
+READ_BUFSIZE = 2**21  # as the client's own session: watch events can be large
+
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")
+
+
+def api_client(configuration: Configuration) -> ApiClient:
+    """An API client that skips the proxy and netrc look-ups when no proxy is configured.
+
+    The client's HTTP session looks both up in a worker thread on every request
+    (``trust_env``); for a scheduler making thousands of requests to one API server that
+    costs about a tenth of its throughput. With a proxy variable set, it is left as it is.
+    """
+    client = ApiClient(configuration)
+    if not any(os.environ.get(name) for name in PROXY_VARIABLES):
+        session = client.rest_client.pool_manager
+        client.rest_client.pool_manager = aiohttp.ClientSession(
+            connector=session.connector,
+            connector_owner=True,
+            trust_env=False,
+            read_bufsize=READ_BUFSIZE,
+        )
+        session.detach()  # the connector now belongs to the new session
+    return client
 
 
 async def checked(response: Any) -> Any:

@@ -13,6 +13,7 @@ Values are integers in the units the scheduler compares: millicores for cpu, pla
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,8 +32,12 @@ DEFAULT_MEMORY = 200 * 1024 * 1024
 Resources = dict[str, int]
 
 
+@functools.lru_cache(maxsize=4096)
 def to_units(name: str, quantity: Any) -> int:
-    """A quantity as the scheduler's integer: millicores for cpu, the value otherwise."""
+    """A quantity as the scheduler's integer: millicores for cpu, the value otherwise.
+
+    Cached: a cluster repeats a handful of quantity strings ("100m", "128Mi") endlessly.
+    """
     return milli_value(quantity) if name == CPU else value_ceil(quantity)
 
 

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from berth import log
 from berth.api.duration import parse_duration
-from berth.kube import load_configuration
+from berth.kube import api_client, load_configuration
 from berth.leaderelection import LeaderElector, LeaseConfig, default_identity
 from berth.observability import HealthServer, SchedulerMetrics
 from berth.scheduler import config as scheduler_config
@@ -77,7 +77,7 @@ async def serve(
     host, _, port = options.health_address.rpartition(":")
     health = HealthServer(host or "0.0.0.0", int(port))
     health.add_liveness("event loop", lambda: True)
-    async with ApiClient(configuration) as api:
+    async with api_client(configuration) as api:
         lead, ready = _components(options, settings, api, configuration, health)
         await health.start()
         logger.info("serving health and metrics", address=f"{host}:{health.port}")

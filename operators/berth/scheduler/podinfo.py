@@ -6,6 +6,7 @@ fields and never the raw object on the hot path.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -90,6 +91,36 @@ class PodInfo:
     def occupies_node(self) -> bool:
         """Counts against its node: bound and not finished (terminating pods still count)."""
         return bool(self.node_name) and not self.terminal
+
+    @classmethod
+    def update(cls, previous: PodInfo | None, pod: dict[str, Any]) -> PodInfo:
+        """``from_pod``, reusing what was parsed when only status or binding changed.
+
+        Most watch events of a pod are status updates (the kubelet) and its binding; its
+        requests, affinity and tolerations are parsed once.
+        """
+        if previous is None:
+            return cls.from_pod(pod)
+        spec = pod.get("spec") or {}
+        before = previous.raw.get("spec") or {}
+        if spec.keys() - {"nodeName"} != before.keys() - {"nodeName"} or any(
+            before.get(key) != value for key, value in spec.items() if key != "nodeName"
+        ):
+            return cls.from_pod(pod)
+        meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        return dataclasses.replace(
+            previous,
+            raw=pod,
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            nominated_node=status.get("nominatedNodeName") or "",
+            deleting=bool(meta.get("deletionTimestamp")),
+            started=_timestamp(status.get("startTime")) or None,
+            preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
+        )
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any]) -> PodInfo:

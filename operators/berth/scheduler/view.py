@@ -101,7 +101,8 @@ class ClusterView:
             if was_counted:
                 self._emit(POD_DELETED, pod)
             return
-        pod = PodInfo.from_pod(raw)
+        uid = (raw.get("metadata") or {}).get("uid", "")
+        pod = PodInfo.update(self.pods.get(uid), raw)
         self.pods[pod.uid] = pod
         if pod.occupies_node:
             self.assumed.pop(pod.uid, None)

@@ -195,7 +195,7 @@ class Writer:
                 )
                 seen[key] = (name, count + 1)
                 return
-            name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"
+            name = f"{meta.get('name')}.{time.time_ns():x}"  # as the event recorder names them
             body = {
                 "apiVersion": "v1",
                 "kind": "Event",

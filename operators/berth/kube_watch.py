@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
@@ -114,7 +114,7 @@ class Informer:
 
     async def _list(self) -> None:
         response = await checked(await self.call(_preload_content=False))
-        body = json.loads(await response.read())
+        body = orjson.loads(await response.read())
         self.stats.lists += 1
         items = body.get("items") or []
         listed: dict[str, dict[str, Any]] = {}
@@ -143,7 +143,7 @@ class Informer:
             async for line in _lines(response):
                 if stop.is_set():
                     return
-                event = json.loads(line)
+                event = orjson.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     if obj.get("code") == 410:

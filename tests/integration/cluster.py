@@ -11,34 +11,12 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.localcluster.nodes import ALLOCATABLE
+from berth.localcluster.nodes import kwok_node
 from berth.scheduler.config import SchedulerConfiguration, parse
 from berth.scheduler.service import Scheduler
 from tests.support import eventually
 
 NOT_READY_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
-
-
-def node_body(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    allocatable: dict[str, str] | None = None,
-    unschedulable: bool = False,
-) -> dict[str, Any]:
-    resources = dict(allocatable or ALLOCATABLE)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 class Nodes:
@@ -51,7 +29,7 @@ class Nodes:
 
     async def add(self, suffix: str, **kwargs: Any) -> str:
         name = f"{self.prefix}-{suffix}"
-        await self.core.create_node(node_body(name, **kwargs))
+        await self.core.create_node(kwok_node(name, **kwargs))
         self.names.append(name)
 
         async def ready() -> bool:

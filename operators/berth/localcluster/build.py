@@ -142,8 +142,9 @@ def _build_module(
 def _explain(stderr: str) -> str:
     """One line that says what is missing, from go's error output."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    fetching = ("dial tcp", "no such host", "connection refused", "proxy", "module lookup")
     for line in lines:
-        if any(s in line for s in ("dial tcp", "no such host", "connection refused", "proxy")):
+        if any(s in line.lower() for s in fetching):
             return f"cannot fetch Go modules from the module proxy: {line}"
     for line in lines:
         if "go.mod requires go" in line or "toolchain" in line:

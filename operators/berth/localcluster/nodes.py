@@ -16,26 +16,39 @@ def node_name(index: int) -> str:
     return f"kwok-node-{index}"
 
 
-def node_manifest(index: int, allocatable: dict[str, str] | None = None) -> dict[str, Any]:
-    """One kwok node: hostname, zone and region labels, realistic allocatable."""
-    name = node_name(index)
+def node_manifest(index: int) -> dict[str, Any]:
+    """One node of the local cluster: hostname, zone and region labels."""
+    return kwok_node(
+        node_name(index),
+        labels={
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "berth.kwok.32x128",
+            "topology.kubernetes.io/region": "local",
+            "topology.kubernetes.io/zone": ZONES[index % len(ZONES)],
+        },
+    )
+
+
+def kwok_node(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    allocatable: dict[str, str] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A Node object that kwok will keep Ready; realistic allocatable unless given."""
     resources = dict(allocatable or ALLOCATABLE)
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "berth.kwok.32x128",
-                "topology.kubernetes.io/region": "local",
-                "topology.kubernetes.io/zone": ZONES[index % len(ZONES)],
-                "type": "kwok",
-            },
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
         },
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
         "status": {"capacity": resources, "allocatable": resources},
     }
 

@@ -133,6 +133,7 @@ class Scheduler:
             for i in [*self.informers, *self.custom_informers]
         ]
         flusher = asyncio.create_task(self._housekeeping(stop))
+        events = asyncio.create_task(self.writer.send_events(stop))
         try:
             await asyncio.gather(*(i.synced.wait() for i in self.informers))
             logger.info(
@@ -150,9 +151,9 @@ class Scheduler:
                     break
                 await self.schedule_one(popping.result())
         finally:
-            for task in [*watchers, flusher, *self._tasks]:
+            for task in [*watchers, flusher, events, *self._tasks]:
                 task.cancel()
-            await asyncio.gather(*watchers, flusher, *self._tasks, return_exceptions=True)
+            await asyncio.gather(*watchers, flusher, events, *self._tasks, return_exceptions=True)
 
     async def _housekeeping(self, stop: asyncio.Event) -> None:
         """Every second: the pending-pods gauges; every 30 s: long-unschedulable pods."""
@@ -236,7 +237,7 @@ class Scheduler:
         self._spawn(self._report_unschedulable(pod, message))
 
     async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:
-        await self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
+        self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
         try:
             await self.writer.unschedulable(pod, message)
         except Exception as err:
@@ -254,7 +255,7 @@ class Scheduler:
         if status is not None and status.ok:
             self.queue.done(pod.uid)
             logger.debug("bound", namespace=pod.namespace, name=pod.name, node=node)
-            await self.writer.event(
+            self.writer.event(
                 pod.raw, "Pod", "Scheduled", f"Successfully assigned {pod.key} to {node}"
             )
             return
@@ -266,7 +267,7 @@ class Scheduler:
             plugin.unreserve(state, pod, node)
         self.view.forget(pod)
         self.queue.retry(pod)
-        await self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
+        self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
 
     def _record(self, result: str, started: float, profile: Profile) -> None:
         self.attempts[result] += 1

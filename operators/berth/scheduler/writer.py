@@ -1,8 +1,9 @@
 """Everything the scheduler writes to the API, behind one client-side rate limit.
 
 Bindings, evictions and pod status (PodScheduled, nominatedNodeName) share the
-``clientConnection`` qps/burst budget; events have a budget of the same size of their own,
-as kube-scheduler gives its event client a client of its own. Repeated events
+``clientConnection`` qps/burst budget. Events have a budget of the same size of their own
+and are sent in the background by a few workers, as kube-scheduler's event broadcaster
+does: explaining a decision never delays the next binding. Repeated events
 for the same pod and message are folded into one event with a count, like the event
 recorder's aggregation, so a pod that stays unschedulable does not flood the API.
 """
@@ -24,6 +25,8 @@ from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
 STRATEGIC = "application/strategic-merge-patch+json"
+EVENT_WORKERS = 2
+EVENT_QUEUE_SIZE = 10000  # beyond this, events are dropped (logged), never decisions
 MERGE = "application/merge-patch+json"
 
 
@@ -65,6 +68,7 @@ class Writer:
         # uid -> (reason, message) -> (event name, count)
         self._events: dict[str, dict[tuple[str, str], tuple[str, int]]] = {}
         self._conditions: dict[str, str] = {}
+        self._pending_events: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
 
     async def bind(self, pod: PodInfo, node: str) -> None:
         await self.bucket.take()
@@ -96,9 +100,20 @@ class Writer:
             )
         )
 
+    async def _patch_status(self, pod: PodInfo, status: dict[str, Any], content_type: str) -> None:
+        await self.bucket.take()
+        await succeeded(
+            self.core.patch_namespaced_pod_status(
+                pod.name,
+                pod.namespace,
+                {"status": status},
+                _content_type=content_type,
+                _preload_content=False,
+            )
+        )
+
     async def mark_preempted(self, pod: PodInfo, message: str) -> None:
         """The DisruptionTarget condition kube-scheduler sets on a victim before evicting it."""
-        await self.bucket.take()
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
@@ -106,15 +121,7 @@ class Writer:
             "message": message,
             "lastTransitionTime": now(),
         }
-        await succeeded(
-            self.core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                {"status": {"conditions": [condition]}},
-                _content_type=STRATEGIC,
-                _preload_content=False,
-            )
-        )
+        await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC)
 
     async def delete(self, pod: PodInfo) -> None:
         await self.bucket.take()
@@ -131,7 +138,6 @@ class Writer:
         """The PodScheduled=False condition, written only when its message changes."""
         if self._conditions.get(pod.uid) == message:
             return
-        await self.bucket.take()
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -140,30 +146,13 @@ class Writer:
             "lastProbeTime": None,
             "lastTransitionTime": now(),
         }
-        await succeeded(
-            self.core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                {"status": {"conditions": [condition]}},
-                _content_type=STRATEGIC,
-                _preload_content=False,
-            )
-        )
+        await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC)
         self._conditions[pod.uid] = message
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
-        await self.bucket.take()
-        await succeeded(
-            self.core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                {"status": {"nominatedNodeName": node or None}},
-                _content_type=MERGE,
-                _preload_content=False,
-            )
-        )
+        await self._patch_status(pod, {"nominatedNodeName": node or None}, MERGE)
 
-    async def event(
+    def event(
         self,
         obj: dict[str, Any],
         kind: str,
@@ -173,7 +162,47 @@ class Writer:
         warning: bool = False,
         api_version: str = "v1",
     ) -> None:
-        """An event about an object, folded into the previous one when it repeats."""
+        """Queue an event about an object; it is sent in the background."""
+        if self._pending_events.qsize() >= EVENT_QUEUE_SIZE:
+            meta = obj.get("metadata") or {}
+            logger.warning(
+                "event dropped: too many waiting",
+                namespace=meta.get("namespace"),
+                name=meta.get("name"),
+                reason=reason,
+            )
+            return
+        self._pending_events.put_nowait((obj, kind, reason, message, warning, api_version))
+
+    async def send_events(self, stop: asyncio.Event) -> None:
+        """The event workers; run until ``stop`` is set."""
+
+        async def worker() -> None:
+            while True:
+                event = await self._pending_events.get()
+                try:
+                    await self._send_event(*event)
+                except Exception as err:
+                    logger.warning("event not sent", reason=event[2], error=repr(err))
+
+        workers = [asyncio.create_task(worker()) for _ in range(EVENT_WORKERS)]
+        try:
+            await stop.wait()
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _send_event(
+        self,
+        obj: dict[str, Any],
+        kind: str,
+        reason: str,
+        message: str,
+        warning: bool,
+        api_version: str,
+    ) -> None:
+        """Create the event, or fold it into the previous one when it repeats."""
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         seen = self._events.setdefault(str(meta.get("uid")), {})

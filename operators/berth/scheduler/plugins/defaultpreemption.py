@@ -235,7 +235,7 @@ class DefaultPreemption(Plugin):
                 if err.status != 429:
                     raise
                 await writer.delete(victim)
-            await writer.event(
+            writer.event(
                 victim.raw,
                 "Pod",
                 "Preempted",

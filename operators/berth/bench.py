@@ -236,7 +236,13 @@ def cycle_bench(nodes: int, pods: int) -> str:
 
 
 def bench(
-    nodes: int, pods: int, qps: float, burst: int, keep: bool, say: Callable[[str], None]
+    nodes: int,
+    pods: int,
+    qps: float,
+    burst: int,
+    keep: bool,
+    say: Callable[[str], None],
+    only: str | None = None,
 ) -> int:
     cluster = LocalCluster.default()
     binaries = ensure_built(say)
@@ -281,6 +287,8 @@ def bench(
                 ),
             ]
             for label, argv, name in runs:
+                if only is not None and label != only:
+                    continue
                 say(f"{label}: {pods} pods onto {nodes} nodes, client qps {qps} burst {burst}")
                 results.append(asyncio.run(_run_one(label, argv, name, kubeconfig, pods, say)))
     finally:

@@ -64,7 +64,13 @@ def _bench(args: argparse.Namespace) -> int:
         sys.stdout.write(cycle_bench(args.nodes, args.pods) + "\n")
         return 0
     return bench(
-        nodes=args.nodes, pods=args.pods, qps=args.qps, burst=args.burst, keep=args.keep, say=say
+        nodes=args.nodes,
+        pods=args.pods,
+        qps=args.qps,
+        burst=args.burst,
+        keep=args.keep,
+        say=say,
+        only=args.only,
     )
 
 
@@ -110,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--qps", type=float, default=100.0, help="client QPS of both schedulers")
     bench.add_argument("--burst", type=int, default=200, help="client burst of both schedulers")
     bench.add_argument("--keep", action="store_true", help="leave the cluster running")
+    bench.add_argument(
+        "--only", choices=["kube-scheduler", "berth"], help="run one scheduler, not both"
+    )
     bench.add_argument(
         "--cycle-only",
         action="store_true",

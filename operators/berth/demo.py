@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Callable
 
@@ -17,6 +19,60 @@ KINDS = ("reservations", "elasticquotas", "nodemetrics", "noderesourcetopologies
 def _show(kubectl: Kubectl, *args: str) -> None:
     sys.stdout.write(f"\n$ kubectl {' '.join(args)}\n{kubectl(*args)}")
     sys.stdout.flush()
+
+
+SCHEDULED_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web", "namespace": "default"},
+    "spec": {
+        "schedulerName": "berth-scheduler",
+        "containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "2"}}}],
+    },
+}
+TOO_BIG_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "too-big", "namespace": "default"},
+    "spec": {
+        "schedulerName": "berth-scheduler",
+        "containers": [{"name": "big", "image": "nginx", "resources": {"requests": {"cpu": "64"}}}],
+    },
+}
+
+
+def _scheduler_story(kubectl: Kubectl, kubeconfig: str, say: Callable[[str], None]) -> None:
+    """Berth's scheduler binds a pod and explains, kube-scheduler style, one it cannot."""
+    say("running Berth's scheduler on this machine (kwok nodes run no containers)")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "berth.cli",
+            "run",
+            "--no-operators",
+            f"--kubeconfig={kubeconfig}",
+            "--health-address=127.0.0.1:0",
+            "--log-level=warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        kubectl("apply", "-f", "-", stdin=json.dumps(SCHEDULED_POD))
+        kubectl("apply", "-f", "-", stdin=json.dumps(TOO_BIG_POD))
+        kubectl("wait", "--for=condition=PodScheduled", "--timeout=60s", "pod/web")
+        kubectl(
+            "wait",
+            "--for=jsonpath={.status.conditions[0].reason}=Unschedulable",
+            "--timeout=60s",
+            "pod/too-big",
+        )
+        _show(kubectl, "get", "pods", "-o", "wide")
+        _show(kubectl, "get", "events", "--field-selector", "involvedObject.name=too-big")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def demo(nodes: int, keep: bool, say: Callable[[str], None]) -> int:
@@ -35,6 +91,7 @@ def demo(nodes: int, keep: bool, say: Callable[[str], None]) -> int:
         _show(kubectl, "get", "nodes")
         for kind in KINDS:
             _show(kubectl, "get", kind, "-A")
+        _scheduler_story(kubectl, str(cluster.kubeconfig), say)
     finally:
         if keep:
             say(f"cluster left running (--keep); KUBECONFIG={cluster.kubeconfig}")

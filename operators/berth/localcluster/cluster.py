@@ -33,6 +33,7 @@ from berth.localcluster.paths import CLUSTER_DIR
 API_READY_TIMEOUT = 120.0
 NODES_READY_TIMEOUT = 120.0
 STOP_GRACE = 10.0
+START_ATTEMPTS = 3
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 # Flags of kube-apiserver beyond those berth-apiserver adds (etcd, PKI, service accounts).
@@ -57,6 +58,10 @@ APISERVER_FLAGS = (
 
 class ClusterError(RuntimeError):
     """The local cluster could not be started; the message says why."""
+
+
+class EarlyExit(ClusterError):
+    """The API server exited during start-up."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ class LocalCluster:
         if not self.is_up():
             self._down()
             started = time.monotonic()
-            self._start(binaries, report)
+            self._start_retrying(binaries, report)
             report(f"control plane ready in {time.monotonic() - started:.1f}s")
         kubectl = Kubectl(str(self.kubeconfig), binaries["kubectl"])
         existing = set(kubectl("get", "nodes", "-o", "name").split())
@@ -140,6 +145,21 @@ class LocalCluster:
                 return
             time.sleep(0.5)
         raise ClusterError("nodes still tainted not-ready after they became Ready")
+
+    def _start_retrying(self, binaries: Binaries, say: Callable[[str], None]) -> None:
+        """Start, trying again when the API server dies at once.
+
+        Its port and embedded etcd's are picked free a moment before they are bound, so
+        another process can take one in between; a fresh attempt picks fresh ports.
+        """
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start(binaries, say)
+                return
+            except EarlyExit as err:
+                if attempt == START_ATTEMPTS:
+                    raise ClusterError(str(err)) from err
+                say(f"API server exited at start ({err}); trying again")
 
     def _start(self, binaries: Binaries, say: Callable[[str], None]) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -282,9 +302,8 @@ class LocalCluster:
         server = f"https://127.0.0.1:{port}"
         while time.monotonic() < deadline:
             if not _alive(apiserver):
-                raise ClusterError(
-                    f"kube-apiserver exited during start-up: {self._tail('apiserver')}"
-                )
+                time.sleep(0.5)  # let its last words reach the log
+                raise EarlyExit(f"kube-apiserver exited during start-up: {self._tail('apiserver')}")
             if (self.pki / "admin.crt").exists() and self._ready(server):
                 return
             time.sleep(0.3)

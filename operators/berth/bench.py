@@ -27,6 +27,7 @@ from berth.kube_watch import Informer
 from berth.localcluster.build import ensure_built
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
+from berth.run import scheduler_command
 
 CREATE_CONCURRENCY = 32
 
@@ -273,16 +274,7 @@ def bench(
                 ),
                 (
                     "berth",
-                    [
-                        sys.executable,
-                        "-m",
-                        "berth.cli",
-                        "run",
-                        "--no-operators",
-                        f"--kubeconfig={kubeconfig}",
-                        f"--config={berth_config}",
-                        "--log-level=warning",
-                    ],
+                    scheduler_command(kubeconfig, str(berth_config)),
                     "berth-scheduler",
                 ),
             ]

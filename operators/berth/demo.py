@@ -10,6 +10,7 @@ from collections.abc import Callable
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
 from berth.localcluster.paths import REPO_DIR
+from berth.run import scheduler_command
 
 MANIFESTS = REPO_DIR / "manifests"
 EXAMPLES = REPO_DIR / "docs" / "examples"
@@ -21,46 +22,30 @@ def _show(kubectl: Kubectl, *args: str) -> None:
     sys.stdout.flush()
 
 
-SCHEDULED_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "web", "namespace": "default"},
-    "spec": {
-        "schedulerName": "berth-scheduler",
-        "containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "2"}}}],
-    },
-}
-TOO_BIG_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "too-big", "namespace": "default"},
-    "spec": {
-        "schedulerName": "berth-scheduler",
-        "containers": [{"name": "big", "image": "nginx", "resources": {"requests": {"cpu": "64"}}}],
-    },
-}
+def _pod(name: str, cpu: str) -> str:
+    """A pod for Berth's scheduler asking for ``cpu``, as JSON for kubectl."""
+    container = {"name": name, "image": "nginx", "resources": {"requests": {"cpu": cpu}}}
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": "berth-scheduler", "containers": [container]},
+        }
+    )
 
 
 def _scheduler_story(kubectl: Kubectl, kubeconfig: str, say: Callable[[str], None]) -> None:
     """Berth's scheduler binds a pod and explains, kube-scheduler style, one it cannot."""
     say("running Berth's scheduler on this machine (kwok nodes run no containers)")
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli",
-            "run",
-            "--no-operators",
-            f"--kubeconfig={kubeconfig}",
-            "--health-address=127.0.0.1:0",
-            "--log-level=warning",
-        ],
+        scheduler_command(kubeconfig),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        kubectl("apply", "-f", "-", stdin=json.dumps(SCHEDULED_POD))
-        kubectl("apply", "-f", "-", stdin=json.dumps(TOO_BIG_POD))
+        kubectl("apply", "-f", "-", stdin=_pod("web", "2"))
+        kubectl("apply", "-f", "-", stdin=_pod("too-big", "64"))
         kubectl("wait", "--for=condition=PodScheduled", "--timeout=60s", "pod/web")
         kubectl(
             "wait",

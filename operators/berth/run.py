@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,15 @@ class RunOptions:
     scheduler_config: str | None = None
     log_level: str = "info"
     health_address: str = "0.0.0.0:10251"
+
+
+def scheduler_command(kubeconfig: str, config: str | None = None) -> list[str]:
+    """The command line of a scheduler-only ``berth run`` in a process of its own."""
+    argv = [sys.executable, "-m", "berth.cli", "run", "--no-operators"]
+    argv += [f"--kubeconfig={kubeconfig}", "--health-address=127.0.0.1:0", "--log-level=warning"]
+    if config is not None:
+        argv.append(f"--config={config}")
+    return argv
 
 
 def run(options: RunOptions) -> int:

@@ -391,7 +391,8 @@ def test_wire_field_names() -> None:
     }
     eq = schema_of(by_kind("ElasticQuota"))
     assert set(node_at(eq, ".spec")["properties"]) == {"min", "max"}
-    assert set(node_at(eq, ".status")["properties"]) == {"used"}
+    # used as upstream; conditions say whether a quota governs its namespace (issue 5).
+    assert set(node_at(eq, ".status")["properties"]) == {"used", "conditions"}
     nm = schema_of(by_kind("NodeMetric"))
     assert set(node_at(nm, ".status")["properties"]) == {"updateTime", "nodeMetric", "podsMetric"}
     assert set(node_at(nm, ".status.nodeMetric")["properties"]) == {

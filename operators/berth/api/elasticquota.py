@@ -13,7 +13,7 @@ from typing import Final
 from pydantic import ConfigDict, Field
 
 from berth.api.base import ApiModel
-from berth.api.meta import KubeObject
+from berth.api.meta import Condition, KubeObject
 from berth.api.quantity import ResourceList
 from berth.api.resource import UNAPPROVED, CustomResource, PrinterColumn
 
@@ -80,6 +80,8 @@ class ElasticQuotaStatus(ApiModel):
 
     used: ResourceList | None = None
     """Sum of the requests of the namespace's bound, non-terminal pods."""
+    conditions: list[Condition] | None = Field(default=None, max_length=8)
+    """``Active``: whether this quota governs its namespace (one quota per namespace)."""
 
 
 class ElasticQuota(KubeObject):

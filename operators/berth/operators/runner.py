@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from typing import Any
 
 import kopf
@@ -13,7 +14,7 @@ from berth import log
 from berth.operators.registry import REGISTRY
 
 # The operator modules; each registers its handlers in REGISTRY when imported.
-OPERATOR_MODULES: tuple[str, ...] = ()
+OPERATOR_MODULES: tuple[str, ...] = ("berth.operators.elasticquota",)
 
 logger = log.get(__name__)
 
@@ -56,6 +57,8 @@ async def run_operators(configuration: Configuration, stop: asyncio.Event) -> No
     """
     for module in OPERATOR_MODULES:
         importlib.import_module(module)
+    # Kopf logs every handled event per object; Berth's handlers log what they change.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logger.info("operators starting", modules=list(OPERATOR_MODULES))
     await kopf.operator(
         registry=REGISTRY,

@@ -1,0 +1,1 @@
+"""Elastic quota arithmetic: what a namespace uses, and the capacity-scheduling checks."""

@@ -16,7 +16,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.duration import parse_duration
@@ -95,7 +96,16 @@ async def serve(
             if not settings.leader_election.leader_elect:
                 health.add_readiness("components ready", ready)
                 return await lead(stop)
-            elector = LeaderElector(api, _lease(settings))
+            lease = _lease(settings)
+            if not await _namespace_exists(api, lease.namespace):
+                logger.error(
+                    "the leader-election namespace does not exist: install Berth "
+                    "(kubectl apply -k manifests), or set leaderElection.resourceNamespace, "
+                    "or leaderElection.leaderElect: false for a single process",
+                    namespace=lease.namespace,
+                )
+                return 2
+            elector = LeaderElector(api, lease)
             health.add_readiness("components ready", lambda: not elector.is_leader or ready())
             result: list[int] = [0]
 
@@ -108,6 +118,16 @@ async def serve(
             return EXIT_LOST_LEADERSHIP
         finally:
             await health.stop()
+
+
+async def _namespace_exists(api: ApiClient, namespace: str) -> bool:
+    try:
+        await CoreV1Api(api).read_namespace(namespace)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
 
 
 def _components(

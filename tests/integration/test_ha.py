@@ -146,3 +146,28 @@ async def test_standby_takes_over_and_nothing_is_bound_twice(
 
 async def _all_campaigning(tmp_path: Path) -> bool:
     return all(identity_of(tmp_path / f"berth-{i}.log") for i in range(2))
+
+
+def test_a_missing_lease_namespace_is_a_clear_error(kubeconfig_path: str, tmp_path: Path) -> None:
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(
+        yaml.safe_dump({"leaderElection": {"resourceNamespace": "no-such-namespace-berth"}})
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "berth.cli",
+            "run",
+            "--no-operators",
+            f"--kubeconfig={kubeconfig_path}",
+            f"--config={config}",
+            "--health-address=127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "the leader-election namespace does not exist" in result.stderr
+    assert "no-such-namespace-berth" in result.stderr

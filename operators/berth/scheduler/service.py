@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +86,6 @@ class Scheduler:
                 self.view.on_pdb,
             ),
         ]
-        # Attempts by result (scheduled | unschedulable | error), as the metric counts them.
         # Berth's own kinds: watched from the start, but scheduling does not wait for
         # them, so a cluster without the CRDs (yet) still schedules ordinary pods.
         custom = CustomObjectsApi(api)
@@ -101,7 +99,6 @@ class Scheduler:
             )
             for kind in KINDS
         ]
-        self.attempts: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- intake ------------------------------------------------------------------------
@@ -270,7 +267,6 @@ class Scheduler:
         self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
 
     def _record(self, result: str, started: float, profile: Profile) -> None:
-        self.attempts[result] += 1
         if self.metrics is not None:
             name = profile.plugins.profile.scheduler_name
             self.metrics.observe_attempt(result, name, time.perf_counter() - started)

@@ -27,7 +27,7 @@ from berth.kube_watch import Informer
 from berth.localcluster.build import ensure_built
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
-from berth.run import scheduler_command
+from berth.run import run_command
 
 CREATE_CONCURRENCY = 32
 
@@ -274,7 +274,7 @@ def bench(
                 ),
                 (
                     "berth",
-                    scheduler_command(kubeconfig, str(berth_config)),
+                    run_command(kubeconfig, str(berth_config)),
                     "berth-scheduler",
                 ),
             ]

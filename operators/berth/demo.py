@@ -10,7 +10,7 @@ from collections.abc import Callable
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
 from berth.localcluster.paths import REPO_DIR
-from berth.run import scheduler_command
+from berth.run import run_command
 
 MANIFESTS = REPO_DIR / "manifests"
 EXAMPLES = REPO_DIR / "docs" / "examples"
@@ -39,7 +39,7 @@ def _scheduler_story(kubectl: Kubectl, kubeconfig: str, say: Callable[[str], Non
     """Berth's scheduler binds a pod and explains, kube-scheduler style, one it cannot."""
     say("running Berth's scheduler on this machine (kwok nodes run no containers)")
     process = subprocess.Popen(
-        scheduler_command(kubeconfig),
+        run_command(kubeconfig),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -41,10 +41,20 @@ class RunOptions:
     health_address: str = "0.0.0.0:10251"
 
 
-def scheduler_command(kubeconfig: str, config: str | None = None) -> list[str]:
-    """The command line of a scheduler-only ``berth run`` in a process of its own."""
-    argv = [sys.executable, "-m", "berth.cli", "run", "--no-operators"]
-    argv += [f"--kubeconfig={kubeconfig}", "--health-address=127.0.0.1:0", "--log-level=warning"]
+def run_command(
+    kubeconfig: str,
+    config: str | None = None,
+    *,
+    operators: bool = False,
+    scheduler: bool = True,
+    log_level: str = "warning",
+) -> list[str]:
+    """The command line of ``berth run`` in a process of its own (health on any free port)."""
+    argv = [sys.executable, "-m", "berth.cli", "run"]
+    argv += [] if operators else ["--no-operators"]
+    argv += [] if scheduler else ["--no-scheduler"]
+    argv += [f"--kubeconfig={kubeconfig}", "--health-address=127.0.0.1:0"]
+    argv.append(f"--log-level={log_level}")
     if config is not None:
         argv.append(f"--config={config}")
     return argv

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+from berth.run import run_command
 from tests.integration.cluster import Pods, pod_body
 from tests.support import eventually
 
@@ -27,16 +27,9 @@ def operator(kubeconfig_path: str, crds: None, tmp_path: Path) -> Iterator[Path]
     config.write_text("leaderElection: {leaderElect: false}\n")  # one process: no election
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "berth.cli",
-                "run",
-                "--no-scheduler",
-                f"--kubeconfig={kubeconfig_path}",
-                "--health-address=127.0.0.1:0",
-                f"--config={config}",
-            ],
+            run_command(
+                kubeconfig_path, str(config), operators=True, scheduler=False, log_level="info"
+            ),
             stdout=out,
             stderr=subprocess.STDOUT,
         )

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api
 
+from berth.run import run_command
 from tests.integration.cluster import Pods, pod_body
 from tests.support import eventually
 
@@ -49,16 +49,7 @@ def processes(
         log = (tmp_path / f"berth-{i}.log").open("wb")
         started.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "berth.cli",
-                    "run",
-                    "--no-operators",
-                    f"--kubeconfig={kubeconfig_path}",
-                    f"--config={path}",
-                    "--health-address=127.0.0.1:0",
-                ],
+                run_command(kubeconfig_path, str(path), log_level="info"),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -154,16 +145,7 @@ def test_a_missing_lease_namespace_is_a_clear_error(kubeconfig_path: str, tmp_pa
         yaml.safe_dump({"leaderElection": {"resourceNamespace": "no-such-namespace-berth"}})
     )
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli",
-            "run",
-            "--no-operators",
-            f"--kubeconfig={kubeconfig_path}",
-            f"--config={config}",
-            "--health-address=127.0.0.1:0",
-        ],
+        run_command(kubeconfig_path, str(config), log_level="info"),
         capture_output=True,
         text=True,
         timeout=60,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -29,7 +30,7 @@ from kubetest.manager import KubetestManager
 from berth.api import KINDS
 from berth.kube import client_from_kubeconfig
 from berth.localcluster.cluster import LocalCluster
-from berth.localcluster.kubectl import Kubectl
+from berth.localcluster.kubectl import Kubectl, KubectlError
 from tests.support import REPO
 
 TEST_NODES = 3
@@ -111,3 +112,15 @@ def crds(kubeconfig_path: str) -> None:
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "crds"))
     names = [f"crd/{kind.crd_name}" for kind in KINDS]
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+    # Established comes before the storage of a new CRD is ready ("storage is
+    # (re)initializing", 429): wait until every kind can be listed.
+    plurals = ",".join(f"{kind.plural}.{kind.group}" for kind in KINDS)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            kubectl("get", plurals, "--all-namespaces")
+            return
+        except KubectlError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

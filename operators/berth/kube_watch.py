@@ -70,6 +70,9 @@ class Informer:
         self.handler = handler
         self.known: dict[str, dict[str, Any]] = {}
         self.synced = asyncio.Event()
+        # Listed, or the server answered that it does not serve the kind (a CRD not
+        # installed): either way the consumer knows all there is to know for now.
+        self.settled = asyncio.Event()
         self.stats = WatchStats()
         self.resource_version = ""
 
@@ -93,6 +96,8 @@ class Informer:
                     self.resource_version = ""
                     continue
                 failures += 1
+                if err.status == 404:
+                    self.settled.set()
                 if err.status == 404 and failures > 1:
                     # Not served (a CRD not installed yet): keep trying, quietly.
                     await self._wait(stop, RETRY_SECONDS[-1])
@@ -127,6 +132,7 @@ class Informer:
             self._dispatch("MODIFIED" if object_key(item) in self.known else "ADDED", item)
         self.resource_version = body.get("metadata", {}).get("resourceVersion", "")
         self.synced.set()
+        self.settled.set()
 
     async def _watch(self, stop: asyncio.Event) -> None:
         self.stats.watches += 1

@@ -43,7 +43,17 @@ class Nodes:
         return name
 
     async def delete_all(self) -> None:
+        """The nodes, and first their pods at once: a pod whose node is gone waits for the
+        controller manager's orphan collection, which keeps its namespace terminating."""
         for name in self.names:
+            pods = await self.core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={name}"
+            )
+            for pod in pods.items:
+                with contextlib.suppress(ApiException):
+                    await self.core.delete_namespaced_pod(
+                        pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+                    )
             with contextlib.suppress(ApiException):
                 await self.core.delete_node(name)
 
@@ -182,7 +192,7 @@ async def running(api: ApiClient, config: SchedulerConfiguration) -> AsyncIterat
     stop = asyncio.Event()
     task = asyncio.create_task(scheduler.run(stop))
     try:
-        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in scheduler.informers)), 30)
+        await asyncio.wait_for(scheduler.wait_synced(), 30)
         yield scheduler
     finally:
         stop.set()

@@ -3,8 +3,6 @@ pods being bound, finishing and deleted; a second quota in a namespace is marked
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-from berth.run import run_command
 from tests.integration.cluster import Pods, pod_body
+from tests.integration.processes import BerthRun
 from tests.support import eventually
 
 GROUP, VERSION, PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
@@ -25,23 +23,11 @@ def operator(kubeconfig_path: str, crds: None, tmp_path: Path) -> Iterator[Path]
     log = tmp_path / "operator.log"
     config = tmp_path / "config.yaml"
     config.write_text("leaderElection: {leaderElect: false}\n")  # one process: no election
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            run_command(
-                kubeconfig_path, str(config), operators=True, scheduler=False, log_level="info"
-            ),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            yield log
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    process = BerthRun(kubeconfig_path, config, log, scheduler=False).start()
+    try:
+        yield log
+    finally:
+        process.stop()
 
 
 def quota(name: str, minimum: dict[str, Any], maximum: dict[str, Any]) -> dict[str, Any]:

@@ -229,8 +229,10 @@ class Env:
                 self.view.on_node("ADDED", obj)
             elif obj["kind"] == "Pod":
                 self.view.on_pod("ADDED", obj)
-            else:
+            elif obj["kind"] == "PodDisruptionBudget":
                 self.view.on_pdb("ADDED", obj)
+            else:  # Berth's own kinds
+                self.view.on_custom(obj["kind"])("ADDED", obj)
         return self
 
     def plugin(self, name: str) -> Any:

@@ -25,6 +25,7 @@ from berth.scheduler.framework import Handle
 from berth.scheduler.plugins.noderesources import NodeResourcesFit
 from berth.scheduler.registry import PLUGINS, ProfilePlugins, resolve
 from berth.scheduler.view import ClusterView
+from tests.support import REPO
 from tests.unit.scheduler_fixtures import Json
 
 # The capacity-scheduling example as users copy it from scheduler-plugins' documentation
@@ -136,25 +137,25 @@ def test_a_plugin_is_one_instance_across_points() -> None:
     assert taint in plugins.at("score")
 
 
-# -- plugins Berth does not have ------------------------------------------------------------
+# -- the capacity-scheduling example ---------------------------------------------------------
 
 
-def test_capacity_scheduling_example_names_the_missing_plugin() -> None:
-    document = yaml.safe_load(CAPACITY_SCHEDULING_EXAMPLE)
-    with pytest.raises(ConfigError) as caught:
-        validate(document)
-    assert "CapacityScheduling" in str(caught.value)
-    assert "not available" in str(caught.value)
-
-
-def test_capacity_scheduling_example_from_a_file(tmp_path: Path) -> None:
+def test_capacity_scheduling_example_loads_as_written(tmp_path: Path) -> None:
     path = tmp_path / "scheduler.yaml"
     path.write_text(CAPACITY_SCHEDULING_EXAMPLE)
-    config = load(path)  # the file itself is well-formed
+    config = load(path)
     assert config.scheduler_names() == ["default-scheduler"]
     assert config.leader_election.leader_elect is False
-    with pytest.raises(ConfigError, match="CapacityScheduling"):
-        resolve(config.profiles[0], Handle(ClusterView(), "default-scheduler"))
+    plugins = resolve(config.profiles[0], Handle(ClusterView(), "default-scheduler"))
+    assert names(plugins, "preFilter") == ["NodeAffinity", "CapacityScheduling"]
+    # postFilter's "*" drops DefaultPreemption: quota preemption replaces it.
+    assert names(plugins, "postFilter") == ["CapacityScheduling"]
+    assert names(plugins, "reserve") == ["CapacityScheduling"]
+    capacity = plugins.instances["CapacityScheduling"]
+    assert plugins.at("preFilter")[-1] is capacity is plugins.at("reserve")[0]
+
+
+# -- plugins Berth does not have ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("point", ["multiPoint", "filter", "score", "preFilter"])
@@ -339,3 +340,13 @@ def test_most_allocated_is_accepted() -> None:
     fit = resolved(profile).instances["NodeResourcesFit"]
     assert isinstance(fit, NodeResourcesFit)
     assert fit.strategy == "MostAllocated"
+
+
+def test_the_installed_configuration_enables_capacity_scheduling() -> None:
+    """manifests/scheduler-config.yaml: what `kubectl apply -k manifests` gives the scheduler."""
+    configmap = yaml.safe_load((REPO / "manifests" / "scheduler-config.yaml").read_text())
+    config = parse(yaml.safe_load(configmap["data"]["scheduler-config.yaml"]))
+    plugins = resolve(config.profiles[0], Handle(ClusterView(), "berth-scheduler"))
+    assert names(plugins, "postFilter") == ["CapacityScheduling"]
+    assert "CapacityScheduling" in names(plugins, "preFilter")
+    assert names(plugins, "reserve") == ["CapacityScheduling"]

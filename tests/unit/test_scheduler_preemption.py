@@ -20,7 +20,8 @@ import pytest
 
 from berth.scheduler.framework import PostFilterResult
 from berth.scheduler.messages import fit_message
-from berth.scheduler.plugins.defaultpreemption import Candidate, DefaultPreemption
+from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
+from berth.scheduler.preemption import Candidate
 from tests.unit.scheduler_fixtures import (
     Env,
     Json,
@@ -44,7 +45,9 @@ def preemption(env: Env) -> DefaultPreemption:
 def victims_on(env: Env, preemptor: Json, node_name: str) -> list[str] | None:
     """Victims select_victims picks on one node (most important first), None if none do."""
     state, pod_info, _ = env.diagnose(preemptor)
-    candidate = preemption(env).select_victims(state, pod_info, env.view.nodes.index[node_name])
+    plugin = preemption(env)
+    row = env.view.nodes.index[node_name]
+    candidate = plugin.evaluator.select_victims(state, pod_info, row, plugin)
     if not isinstance(candidate, Candidate):
         return None  # the reasons no eviction would do
     return [v.name for v in candidate.victims]
@@ -52,7 +55,9 @@ def victims_on(env: Env, preemptor: Json, node_name: str) -> list[str] | None:
 
 def candidates(env: Env, preemptor: Json) -> list[Candidate]:
     state, pod_info, diagnosis = env.diagnose(preemptor)
-    found, _ = preemption(env).find_candidates(state, pod_info, diagnosis)
+    plugin = preemption(env)
+    rows = plugin.evaluator.helpful_rows(diagnosis)
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, plugin)
     return found
 
 
@@ -197,7 +202,8 @@ def test_pdb_protected_pods_are_reprieved_before_the_others() -> None:
         pdb("db", DB, allowed=0),
     )
     state, pod_info, _ = env.diagnose(pod("p", "2", priority=10))
-    candidate = preemption(env).select_victims(state, pod_info, env.view.nodes.index["n1"])
+    plugin = preemption(env)
+    candidate = plugin.evaluator.select_victims(state, pod_info, env.view.nodes.index["n1"], plugin)
     assert candidate is not None
     assert [v.name for v in candidate.victims] == ["web"]
     assert candidate.pdb_violations == 0
@@ -211,7 +217,8 @@ def test_pdb_violations_are_counted_and_victims_sorted_by_importance() -> None:
         pdb("db", DB, allowed=0),
     )
     state, pod_info, _ = env.diagnose(pod("p", "4", priority=10))
-    candidate = preemption(env).select_victims(state, pod_info, env.view.nodes.index["n1"])
+    plugin = preemption(env)
+    candidate = plugin.evaluator.select_victims(state, pod_info, env.view.nodes.index["n1"], plugin)
     assert candidate is not None
     assert candidate.pdb_violations == 1
     # Sorted again after the reprieve when violating and non-violating victims mix.
@@ -226,7 +233,8 @@ def test_pdb_budget_is_spent_pod_by_pod() -> None:
         pdb("db", DB, allowed=1),
     )
     state, pod_info, _ = env.diagnose(pod("p", "4", priority=10))
-    candidate = preemption(env).select_victims(state, pod_info, env.view.nodes.index["n1"])
+    plugin = preemption(env)
+    candidate = plugin.evaluator.select_victims(state, pod_info, env.view.nodes.index["n1"], plugin)
     assert candidate is not None
     assert sorted(v.name for v in candidate.victims) == ["db-0", "db-1"]
     assert candidate.pdb_violations == 1
@@ -257,7 +265,8 @@ def test_pdb_budget_is_spent_pod_by_pod() -> None:
 def test_budgets_that_are_not_violated(budget: Json, labels: dict[str, str]) -> None:
     env = make_env(node("n1"), bound("db", "4", "n1", priority=1, labels=labels), budget)
     state, pod_info, _ = env.diagnose(pod("p", "2", priority=10))
-    candidate = preemption(env).select_victims(state, pod_info, env.view.nodes.index["n1"])
+    plugin = preemption(env)
+    candidate = plugin.evaluator.select_victims(state, pod_info, env.view.nodes.index["n1"], plugin)
     assert candidate is not None
     assert candidate.pdb_violations == 0
 

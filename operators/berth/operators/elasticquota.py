@@ -20,6 +20,7 @@ from berth import log
 from berth.api.elasticquota import GROUP, VERSION
 from berth.kube import api_client, succeeded
 from berth.operators.registry import REGISTRY
+from berth.quota.check import precedence
 from berth.quota.usage import as_resource_list, requests_if_counted, used
 
 PLURAL = "elasticquotas"
@@ -128,7 +129,7 @@ def desired(
     namespace: str, seen: Iterable[QuotaSeen], pods: Iterable[PodRequests]
 ) -> dict[str, dict[str, Any]]:
     """Status patches (by quota name) that bring the namespace's quotas up to date."""
-    ordered = sorted(seen, key=lambda q: (q.created, q.name))
+    ordered = sorted(seen, key=lambda q: precedence(q.created, q.name))
     if not ordered:
         return {}
     governing, *others = ordered

@@ -14,15 +14,14 @@ from typing import Any
 
 from berth.api.quantity import QuantityFormat, format_quantity
 from berth.podresources import CPU, PODS, Resources, pod_requests
+from berth.podstate import holds_capacity
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 BINARY_RESOURCES = ("memory", "ephemeral-storage")
 
 
 def counts_against_quota(pod: Mapping[str, Any]) -> bool:
-    spec = pod.get("spec") or {}
-    phase = (pod.get("status") or {}).get("phase")
-    return bool(spec.get("nodeName")) and phase not in TERMINAL_PHASES
+    node = (pod.get("spec") or {}).get("nodeName")
+    return holds_capacity(node, (pod.get("status") or {}).get("phase"))
 
 
 def requests_if_counted(pod: Mapping[str, Any]) -> Resources | None:
@@ -42,14 +41,15 @@ def used(requests: Iterable[Mapping[str, int]], named: Iterable[str]) -> Resourc
     return total
 
 
+def format_units(name: str, value: int) -> str:
+    """One resource in scheduler units back to a quantity as the API writes it."""
+    if name == CPU:
+        return format_quantity(Decimal(value) / 1000)
+    if name in BINARY_RESOURCES or name.startswith("hugepages-"):
+        return format_quantity(value, QuantityFormat.BINARY_SI)
+    return format_quantity(value)
+
+
 def as_resource_list(resources: Mapping[str, int]) -> dict[str, str]:
-    """Scheduler units back to quantities as the API writes them (1500m, 2Gi, 4)."""
-    out = {}
-    for name, value in sorted(resources.items()):
-        if name == CPU:
-            out[name] = format_quantity(Decimal(value) / 1000)
-        elif name in BINARY_RESOURCES or name.startswith("hugepages-"):
-            out[name] = format_quantity(value, QuantityFormat.BINARY_SI)
-        else:
-            out[name] = format_quantity(value)
-    return out
+    """Scheduler units back to quantities (1500m, 2Gi, 4), sorted by name."""
+    return {name: format_units(name, value) for name, value in sorted(resources.items())}

@@ -13,8 +13,8 @@ from typing import Any
 
 from berth.api.meta import NodeSelector, PreferredSchedulingTerm, Toleration
 from berth.podresources import CPU, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, MEMORY, pod_requests
+from berth.podstate import TERMINAL_PHASES, holds_capacity
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 PREEMPTION_REASON = "PreemptionByScheduler"
 
 HostPort = tuple[str, str, int]  # (host IP, protocol, port)
@@ -90,7 +90,7 @@ class PodInfo:
     @property
     def occupies_node(self) -> bool:
         """Counts against its node: bound and not finished (terminating pods still count)."""
-        return bool(self.node_name) and not self.terminal
+        return holds_capacity(self.node_name, self.phase)
 
     @classmethod
     def update(cls, previous: PodInfo | None, pod: dict[str, Any]) -> PodInfo:

@@ -13,6 +13,7 @@ from typing import Any
 
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
 from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
 from berth.scheduler.plugins.nodeaffinity import NodeAffinity
@@ -36,6 +37,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         NodeResourcesBalancedAllocation,
         DefaultPreemption,
         DefaultBinder,
+        CapacityScheduling,
     )
 }
 # The queue orders pods itself (priority, then creation time): PrioritySort is accepted.
@@ -58,9 +60,7 @@ DEFAULTS: tuple[PluginRef, ...] = (
 
 # Plugins that arrive with the Berth features still being built, and kube-scheduler
 # plugins Berth does not implement: named in the error so users know which it is.
-COMING = frozenset(
-    {"CapacityScheduling", "Reservation", "LoadAwareScheduling", "NodeResourceTopologyMatch"}
-)
+COMING = frozenset({"Reservation", "LoadAwareScheduling", "NodeResourceTopologyMatch"})
 NOT_IMPLEMENTED = frozenset(
     {
         "PodTopologySpread",

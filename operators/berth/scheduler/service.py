@@ -86,8 +86,9 @@ class Scheduler:
                 self.view.on_pdb,
             ),
         ]
-        # Berth's own kinds: watched from the start, but scheduling does not wait for
-        # them, so a cluster without the CRDs (yet) still schedules ordinary pods.
+        # Berth's own kinds: scheduling waits until each is listed (quotas must be known
+        # before the first pod is admitted) or found not served, so a cluster without the
+        # CRDs (yet) still schedules ordinary pods.
         custom = CustomObjectsApi(api)
         self.custom_informers = [
             Informer(
@@ -120,7 +121,16 @@ class Scheduler:
 
     @property
     def synced(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.informers)
+        return all(i.synced.is_set() for i in self.informers) and all(
+            i.settled.is_set() for i in self.custom_informers
+        )
+
+    async def wait_synced(self) -> None:
+        """Until the view holds every node, pod and quota there is (the watches run in ``run``)."""
+        await asyncio.gather(
+            *(i.synced.wait() for i in self.informers),
+            *(i.settled.wait() for i in self.custom_informers),
+        )
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -132,7 +142,7 @@ class Scheduler:
         flusher = asyncio.create_task(self._housekeeping(stop))
         events = asyncio.create_task(self.writer.send_events(stop))
         try:
-            await asyncio.gather(*(i.synced.wait() for i in self.informers))
+            await self.wait_synced()
             logger.info(
                 "scheduler view synced",
                 nodes=self.view.nodes.count,

@@ -45,6 +45,8 @@ class ClusterView:
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Berth's custom resources by kind (Reservation, ElasticQuota, ...), then by key.
     custom: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # Bumped on every change of a custom kind: plugins rebuild what they derive from it.
+    custom_versions: dict[str, int] = field(default_factory=dict)
     listeners: list[Callable[[str, PodInfo | None], None]] = field(default_factory=list)
     pod_listeners: list[Callable[[str, PodInfo], None]] = field(default_factory=list)
 
@@ -156,6 +158,7 @@ class ClusterView:
                 objects.pop(key, None)
             else:
                 objects[key] = obj
+            self.custom_versions[kind] = self.custom_versions.get(kind, 0) + 1
             self._emit(OTHER_CHANGED, None)
 
         return handle

@@ -1,0 +1,235 @@
+"""CapacityScheduling: ElasticQuota min/max at PreFilter, quota accounting at Reserve,
+and preemption that gives borrowed capacity back to its owner at PostFilter.
+
+PreFilter rejects a pod whose quota would go over its max, or that would make all quotas
+together use more than the sum of their mins; pods nominated after a preemption count as
+used. Reserve and Unreserve keep the in-memory ledger exact between the decision and the
+binding. PostFilter preempts by the quota rules: a quota over its min (with the pod) may
+only evict its own pods of lower priority; a quota within its min takes capacity back
+from quotas over theirs, whatever their priority; pods with and without a quota never
+preempt each other. The arithmetic is ``berth.quota``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from berth import log
+from berth.api.elasticquota import GROUP, VERSION
+from berth.podresources import Resources
+from berth.quota.check import Quota, add, over_min, quota_request
+from berth.quota.ledger import QuotaLedger, Rejection
+from berth.scheduler.framework import (
+    SUCCESS,
+    CycleState,
+    Diagnosis,
+    Handle,
+    Plugin,
+    PostFilterResult,
+    Status,
+    unschedulable,
+)
+from berth.scheduler.nodetable import NodeTable
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.preemption import Evaluator
+
+logger = log.get(__name__)
+
+KIND = "ElasticQuota"
+OWN_QUOTA = "preempting to accommodate a higher priority pod of the same ElasticQuota"
+RECLAIM = "preempting to return borrowed capacity to ElasticQuota"
+
+
+@dataclass(frozen=True)
+class QuotaDemand:
+    """What PreFilter worked out for the pod, reused by PostFilter's dry runs."""
+
+    quota: Quota
+    request: Resources
+    nominated_in_quota: Resources
+    nominated_total: Resources
+
+
+class CapacityScheduling(Plugin):
+    name = "CapacityScheduling"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        if "kubeConfigPath" in args:
+            logger.info(
+                "kubeConfigPath is not used: Berth connects through clientConnection",
+                namespace=None,
+                name=self.name,
+            )
+        self.evaluator = Evaluator(self.name, args, handle)
+        self.ledger = QuotaLedger()
+        # Victims evicted by this plugin and not yet gone: their capacity is promised to
+        # the pods nominated in their place, which count instead.
+        self.leaving: set[str] = set()
+        self._quotas_version = -1
+        for pod in handle.view.pods.values():
+            self._on_pod("ADDED", pod)
+        handle.view.pod_listeners.append(self._on_pod)
+
+    # -- accounting ------------------------------------------------------------------
+
+    def _on_pod(self, kind: str, pod: PodInfo) -> None:
+        """A pod being preempted no longer counts: its capacity is promised to the pod
+        nominated in its place, which counts instead (a second preemptor must not evict
+        more to make room for the first)."""
+        if kind == "DELETED":
+            self.leaving.discard(pod.uid)
+            self.ledger.remove(pod.uid)
+        elif pod.occupies_node and not pod.preempted and pod.uid not in self.leaving:
+            self.ledger.add(pod.uid, pod.namespace, pod.requests)
+        elif pod.uid not in self.handle.view.assumed:
+            self.ledger.remove(pod.uid)
+
+    def evicted(self, victim: PodInfo) -> None:
+        self.leaving.add(victim.uid)
+        self.ledger.remove(victim.uid)
+
+    def _refresh_quotas(self) -> None:
+        version = self.handle.view.custom_versions.get(KIND, 0)
+        if version != self._quotas_version:
+            self.ledger.set_quotas(self.handle.view.custom.get(KIND, {}).values())
+            self._quotas_version = version
+
+    def demand(self, pod: PodInfo) -> QuotaDemand | None:
+        """The pod's quota and what counts against it, None when its namespace has none."""
+        self._refresh_quotas()
+        quota = self.ledger.quota_of(pod.namespace)
+        if quota is None:
+            return None
+        in_quota: Resources = {}
+        total: Resources = {}
+        for uid, (_node, other) in self.handle.view.nominated.items():
+            if uid == pod.uid or self.ledger.quota_of(other.namespace) is None:
+                continue
+            request = quota_request(other.requests)
+            if other.namespace == pod.namespace:
+                if other.priority >= pod.priority:
+                    add(in_quota, request)
+                    add(total, request)
+            elif not self.ledger.borrowing(other.namespace):
+                add(total, request)
+        return QuotaDemand(quota, quota_request(pod.requests), in_quota, total)
+
+    # -- PreFilter / Reserve ---------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        demand = self.demand(pod)
+        state.data[self.name] = demand
+        if demand is None:
+            return SUCCESS
+        rejection = self.ledger.check(
+            demand.quota, demand.request, demand.nominated_in_quota, demand.nominated_total
+        )
+        if rejection is None:
+            return SUCCESS
+        message = rejection.message(pod.key)
+        self._report(rejection, message)
+        return unschedulable(self.name, message)
+
+    def _report(self, rejection: Rejection, message: str) -> None:
+        """A warning on the quota, so ``kubectl describe elasticquota`` says who was refused."""
+        writer = self.handle.writer
+        if writer is not None:
+            writer.event(
+                rejection.quota.raw,
+                KIND,
+                rejection.reason,
+                message,
+                warning=True,
+                api_version=f"{GROUP}/{VERSION}",
+            )
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.ledger.add(pod.uid, pod.namespace, pod.requests)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self.ledger.remove(pod.uid)
+
+    # -- PostFilter ------------------------------------------------------------------
+
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        prefilter = diagnosis.prefilter
+        if prefilter is not None and prefilter.plugin != self.name:
+            return self.evaluator.fail("")
+        if prefilter is not None:
+            nodes = self.handle.view.nodes
+            rows = np.flatnonzero(nodes.present[: nodes.size])  # the quota, not a node, said no
+        else:
+            rows = self.evaluator.helpful_rows(diagnosis)
+        demand = state.data[self.name] if self.name in state.data else self.demand(pod)
+        policy = QuotaVictims(self, demand)
+        message = RECLAIM if policy.reclaim else OWN_QUOTA
+        return await self.evaluator.preempt(state, pod, diagnosis, rows, policy, message)
+
+
+class QuotaVictims:
+    """Which pods a preemptor may evict under the quota rules, and whether its quota fits."""
+
+    def __init__(self, plugin: CapacityScheduling, demand: QuotaDemand | None) -> None:
+        self.plugin = plugin
+        self.ledger = ledger = plugin.ledger
+        self.handle = plugin.handle
+        self.demand = demand
+        self.reclaim = demand is not None and not over_min(
+            demand.quota,
+            ledger.used_of(demand.quota.namespace),
+            _sum(demand.nominated_in_quota, demand.request),
+        )
+
+    def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
+        pods = self.handle.view.nodes.pods[row].values()
+        quota_of = self.ledger.quota_of
+        if self.demand is None:
+            return [p for p in pods if p.priority < pod.priority and quota_of(p.namespace) is None]
+        if self.reclaim:
+            return [
+                p
+                for p in pods
+                if p.namespace != pod.namespace
+                and quota_of(p.namespace) is not None
+                and self.ledger.borrowing(p.namespace)
+            ]
+        return [p for p in pods if p.namespace == pod.namespace and p.priority < pod.priority]
+
+    def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
+        demand = self.demand
+        if demand is None:
+            return ()
+        freed: dict[str, Resources] = {}
+        for victim in victims:
+            if victim.uid not in self.ledger.pods:
+                continue  # already leaving: the ledger no longer counts it
+            add(freed.setdefault(victim.namespace, {}), quota_request(victim.requests))
+        rejection = self.ledger.check(
+            demand.quota,
+            demand.request,
+            demand.nominated_in_quota,
+            demand.nominated_total,
+            freed,
+        )
+        return () if rejection is None else (rejection.message(pod.key),)
+
+    def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
+        # Within quotas, reclaim evicts whatever the priority.
+        return self.demand is not None or other.priority < pod.priority
+
+    def evicted(self, victim: PodInfo) -> None:
+        self.plugin.evicted(victim)
+
+
+def _sum(a: Resources, b: Resources) -> Resources:
+    total = dict(a)
+    add(total, b)
+    return total

@@ -1,0 +1,289 @@
+"""Preemption: find the node where evicting the fewest, least important pods makes room.
+
+The evaluator is kube-scheduler's (pkg/scheduler/framework/preemption) and serves every
+plugin that preempts; a plugin brings its ``VictimPolicy``: which pods on a node it may
+evict, and what besides the node's filters must hold once they are gone (a quota, say).
+
+The rules: only nodes where evicting pods could help are candidates; on each, remove
+every potential victim, check the pod fits, then give back (reprieve) as many as
+possible, most important first and pods whose PodDisruptionBudget has no disruptions left
+before the others. The node chosen has the fewest PDB violations, then the lowest
+highest-priority victim, the lowest sum of priorities, the fewest victims, the most
+recently started victims. Victims are evicted through the Eviction API; a victim whose
+budget is exhausted (only chosen when every candidate violates a budget) is deleted, as
+kube-scheduler does. The pod is nominated to the node, which holds the freed capacity.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth import log
+from berth.api.meta import LabelSelector
+from berth.scheduler.framework import (
+    CycleState,
+    Diagnosis,
+    Handle,
+    PostFilterResult,
+    unschedulable,
+)
+from berth.scheduler.messages import histogram_text
+from berth.scheduler.nodetable import Ints
+from berth.scheduler.podinfo import PodInfo
+
+logger = log.get(__name__)
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+# Added to priorities before summing so negative priorities still order correctly.
+PRIORITY_OFFSET = 2**31
+
+
+class VictimPolicy(Protocol):
+    def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
+        """Pods on the node at ``row`` the preemptor may evict."""
+        ...
+
+    def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
+        """Why the pod still could not run with ``victims`` gone (beyond node fit), or ()."""
+        ...
+
+    def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
+        """Whether a pod being preempted could be this preemptor's victim, still leaving."""
+        ...
+
+    def evicted(self, victim: PodInfo) -> None:
+        """The victim is on its way out (before the watch says so)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    row: int
+    victims: tuple[PodInfo, ...]  # most important first
+    pdb_violations: int
+
+    def rank(self) -> tuple[int, int, int, int, float]:
+        """Smaller is better: kube-scheduler's pickOneNodeForPreemption criteria in order."""
+        top = self.victims[0].priority if self.victims else -PRIORITY_OFFSET
+        total = sum(v.priority + PRIORITY_OFFSET for v in self.victims)
+        earliest_top = min((start_time(v) for v in self.victims if v.priority == top), default=0.0)
+        return (self.pdb_violations, top, total, len(self.victims), -earliest_top)
+
+
+def start_time(pod: PodInfo) -> float:
+    """status.startTime; a pod not started yet counts as started now (the least important)."""
+    return pod.started if pod.started is not None else time.time()
+
+
+def more_important_first(pods: list[PodInfo]) -> list[PodInfo]:
+    return sorted(pods, key=lambda p: (-p.priority, start_time(p)))
+
+
+class Evaluator:
+    """Dry runs and the acting part of preemption, for one profile."""
+
+    def __init__(self, name: str, args: dict[str, Any], handle: Handle) -> None:
+        self.name = name
+        self.handle = handle
+        self.min_percentage = int(args.get("minCandidateNodesPercentage", 10))
+        self.min_absolute = int(args.get("minCandidateNodesAbsolute", 100))
+        self.rng = random.Random()
+
+    async def preempt(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        diagnosis: Diagnosis,
+        rows: Ints,
+        policy: VictimPolicy,
+        preempted_message: str,
+    ) -> PostFilterResult:
+        """Choose victims on one of ``rows``, evict them and nominate the pod there."""
+        reason = self.not_eligible(pod, diagnosis, policy)
+        if reason:
+            return self.fail(f"preemption: {reason}")
+        candidates, histogram = self.find_candidates(state, pod, rows, diagnosis.nodes, policy)
+        if not candidates:
+            text = histogram_text(histogram)
+            message = f"preemption: 0/{diagnosis.nodes} nodes are available: {text}."
+            return self.fail(message, attempted=True)
+        best = min(candidates, key=Candidate.rank)
+        await self._prepare(pod, best, preempted_message, policy)
+        return PostFilterResult(nominated_node=best.node, attempted=True, victims=len(best.victims))
+
+    def fail(self, message: str, *, attempted: bool = False) -> PostFilterResult:
+        status = unschedulable(self.name, message)
+        return PostFilterResult(status=status, message=message, attempted=attempted)
+
+    def not_eligible(self, pod: PodInfo, diagnosis: Diagnosis, policy: VictimPolicy) -> str:
+        """Why the pod may not preempt now, or "" (kube-scheduler's PodEligibleToPreemptOthers)."""
+        if (pod.raw.get("spec") or {}).get("preemptionPolicy") == "Never":
+            return "not eligible due to preemptionPolicy=Never."
+        nominated = pod.nominated_node
+        row = self.handle.view.nodes.index.get(nominated) if nominated else None
+        if row is None:
+            return ""
+        if diagnosis.prefilter is None and not diagnosis.resolvable_rows[row]:
+            return ""  # its nominated node cannot take it any more: it may preempt elsewhere
+        if any(
+            other.preempted and policy.may_have_evicted(pod, other)
+            for other in self.handle.view.nodes.pods[row].values()
+        ):
+            return "not eligible due to a terminating pod on the nominated node."
+        return ""
+
+    # -- dry runs --------------------------------------------------------------------
+
+    def helpful_rows(self, diagnosis: Diagnosis) -> Ints:
+        """Nodes some filter rejected for a reason evicting pods could remove."""
+        nodes = self.handle.view.nodes
+        return np.flatnonzero(diagnosis.resolvable_rows & nodes.present[: nodes.size])
+
+    def find_candidates(
+        self, state: CycleState, pod: PodInfo, rows: Ints, nodes: int, policy: VictimPolicy
+    ) -> tuple[list[Candidate], Counter[str]]:
+        """Up to the configured number of candidate nodes, from a random offset in ``rows``."""
+        histogram: Counter[str] = Counter()
+        unhelpful = nodes - len(rows)
+        if unhelpful:
+            histogram[NOT_HELPFUL] = unhelpful
+        wanted = min(len(rows), max(nodes * self.min_percentage // 100, self.min_absolute))
+        offset = self.rng.randrange(len(rows)) if len(rows) else 0
+        candidates: list[Candidate] = []
+        for i in range(len(rows)):
+            if len(candidates) >= wanted:
+                break
+            row = int(rows[(offset + i) % len(rows)])
+            found = self.select_victims(state, pod, row, policy)
+            if isinstance(found, Candidate):
+                candidates.append(found)
+            else:
+                histogram.update(found)
+        return candidates, histogram
+
+    def select_victims(
+        self, state: CycleState, pod: PodInfo, row: int, policy: VictimPolicy
+    ) -> Candidate | tuple[str, ...]:
+        """Fewest pods to evict from the node so the pod fits, or why no eviction would do."""
+        nodes = self.handle.view.nodes
+        assumed = self.handle.view.assumed
+        potential = [p for p in policy.potential_victims(pod, row) if p.uid not in assumed]
+        if not potential:
+            return (NO_VICTIMS,)
+        for victim in potential:
+            nodes.remove_pod(row, victim)
+        removed = list(potential)
+        try:
+            reasons = self._reasons(state, pod, row) or policy.blocking(pod, removed)
+            if reasons:
+                return reasons
+            violating, others = self._split_by_pdb(more_important_first(potential))
+            victims: list[PodInfo] = []
+            violations = 0
+            for group, counts in ((violating, True), (others, False)):
+                for candidate in group:
+                    nodes.add_pod(row, candidate)
+                    removed.remove(candidate)
+                    if not self._reasons(state, pod, row) and not policy.blocking(pod, removed):
+                        continue  # reprieved
+                    nodes.remove_pod(row, candidate)
+                    removed.append(candidate)
+                    victims.append(candidate)
+                    violations += int(counts)
+            return Candidate(
+                nodes.names[row], row, tuple(more_important_first(victims)), violations
+            )
+        finally:
+            for victim in removed:
+                nodes.add_pod(row, victim)
+
+    def _reasons(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
+        assert self.handle.reasons_at is not None
+        return self.handle.reasons_at(state, pod, row)
+
+    def _split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
+        """kube-scheduler's filterPodsWithPDBViolation, budget by budget."""
+        budgets: list[tuple[str, LabelSelector, set[str], list[int]]] = []
+        for pdb in self.handle.view.pdbs.values():
+            selector = (pdb.get("spec") or {}).get("selector")
+            if not selector or not (
+                selector.get("matchLabels") or selector.get("matchExpressions")
+            ):
+                continue  # a nil or empty selector matches nothing
+            status = pdb.get("status") or {}
+            budgets.append(
+                (
+                    pdb["metadata"].get("namespace", ""),
+                    LabelSelector.model_validate(selector),
+                    set(status.get("disruptedPods") or {}),
+                    [int(status.get("disruptionsAllowed") or 0)],
+                )
+            )
+        violating: list[PodInfo] = []
+        others: list[PodInfo] = []
+        for pod in pods:
+            hit = False
+            if pod.labels:
+                for namespace, selector, disrupted, allowed in budgets:
+                    if namespace != pod.namespace or not selector.matches(pod.labels):
+                        continue
+                    if pod.name in disrupted:
+                        continue  # already being disrupted: the API server counted it
+                    allowed[0] -= 1
+                    hit = hit or allowed[0] < 0
+            (violating if hit else others).append(pod)
+        return violating, others
+
+    # -- acting ----------------------------------------------------------------------
+
+    async def _prepare(
+        self, pod: PodInfo, best: Candidate, preempted_message: str, policy: VictimPolicy
+    ) -> None:
+        writer = self.handle.writer
+        assert writer is not None
+        for victim in best.victims:
+            if victim.deleting:
+                policy.evicted(victim)
+                continue  # already on its way out
+            await writer.mark_preempted(victim, f"{self.handle.profile}: {preempted_message}")
+            try:
+                await writer.evict(victim)
+            except ApiException as err:
+                if err.status == 404:
+                    policy.evicted(victim)
+                    continue
+                if err.status != 429:
+                    raise
+                await writer.delete(victim)
+            policy.evicted(victim)
+            writer.event(
+                victim.raw,
+                "Pod",
+                "Preempted",
+                f"Preempted by pod {pod.uid} on node {best.node}",
+            )
+            logger.info(
+                "preempted",
+                namespace=victim.namespace,
+                name=victim.name,
+                preemptor=pod.key,
+                node=best.node,
+                plugin=self.name,
+            )
+        view = self.handle.view
+        for uid, (node, other) in list(view.nominated.items()):
+            if node == best.node and other.priority < pod.priority and uid != pod.uid:
+                view.nominated.pop(uid, None)
+                await writer.nominate(other, "")
+        view.nominate(pod, best.node)
+        await writer.nominate(pod, best.node)

@@ -1,0 +1,224 @@
+"""CapacityScheduling in one profile over an in-memory view: PreFilter, Reserve/Unreserve
+and the quota preemption rules, with the design's 10-GPU cluster (QuotaA min 4 / max 6,
+QuotaB min 6 / max 8) on two nodes of 5 GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from berth.scheduler.framework import CycleState
+from berth.scheduler.plugins.capacityscheduling import CapacityScheduling, QuotaVictims
+from berth.scheduler.preemption import Candidate
+from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod
+
+GPU = "nvidia.com/gpu"
+PROFILE = {
+    "plugins": {
+        "multiPoint": {
+            "enabled": [{"name": "CapacityScheduling"}],
+            "disabled": [{"name": "DefaultPreemption"}],
+        }
+    }
+}
+
+
+def quota(namespace: str, minimum: int, maximum: int) -> Json:
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "name": f"quota-{namespace}",
+            "namespace": namespace,
+            "uid": f"eq-{namespace}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"min": {GPU: str(minimum)}, "max": {GPU: str(maximum)}},
+    }
+
+
+def gpu_pod(name: str, namespace: str, *, node_name: str | None = None, **kwargs: Any) -> Json:
+    return pod(
+        name, "100m", "128Mi", namespace=namespace, node_name=node_name,
+        requests={GPU: "1"}, **kwargs,
+    )  # fmt: skip
+
+
+def cluster(*objects: Json) -> Env:
+    nodes = [node(f"n{i}", cpu="32", memory="64Gi", extra={GPU: "5"}) for i in (1, 2)]
+    return make_env(*nodes, quota("a", 4, 6), quota("b", 6, 8), *objects, profile=PROFILE)
+
+
+def capacity(env: Env) -> CapacityScheduling:
+    plugin: CapacityScheduling = env.plugin("CapacityScheduling")
+    return plugin
+
+
+def bind(env: Env, raw: Json) -> str:
+    """Schedule the pod as the service does (Reserve), then let the watch show it bound."""
+    state = CycleState()
+    pod_info = info(raw)
+    placement = env.cycle.schedule(state, pod_info)
+    env.view.assume(pod_info, placement.node)
+    assert capacity(env).reserve(state, pod_info, placement.node).ok
+    raw["spec"]["nodeName"] = placement.node
+    raw["status"]["phase"] = "Running"
+    env.view.on_pod("MODIFIED", raw)
+    return placement.node
+
+
+def used(env: Env, namespace: str) -> int:
+    return capacity(env).ledger.used_of(namespace).get(GPU, 0)
+
+
+def victims(env: Env, preemptor: Json) -> list[str]:
+    """The victims the chosen candidate would evict (names), [] when no node would do."""
+    state, pod_info, diagnosis = env.diagnose(preemptor)
+    plugin = capacity(env)
+    demand = state.data[plugin.name]
+    policy = QuotaVictims(plugin, demand)
+    nodes = env.view.nodes
+    rows = np.flatnonzero(nodes.present[: nodes.size])
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, policy)
+    if not found:
+        return []
+    return sorted(v.name for v in min(found, key=Candidate.rank).victims)
+
+
+def test_the_design_walkthrough_up_to_borrowing() -> None:
+    env = cluster()
+    for i in range(4):
+        bind(env, gpu_pod(f"a{i}", "a"))
+    for i in range(3):
+        bind(env, gpu_pod(f"b{i}", "b"))
+    assert (used(env, "a"), used(env, "b")) == (4, 3)
+    # A borrows from B's unused min up to its own max.
+    bind(env, gpu_pod("a4", "a"))
+    bind(env, gpu_pod("a5", "a"))
+    assert used(env, "a") == 6
+    assert env.message(gpu_pod("a6", "a")) == (
+        "0/2 nodes are available: Pod a/a6 is rejected because ElasticQuota a is more than Max "
+        "(nvidia.com/gpu: 6 used + 1 requested > 6)."
+    )
+    # One GPU is left and B is under its min: B gets it.
+    bind(env, gpu_pod("b3", "b"))
+    assert env.message(gpu_pod("b4", "b")) == (
+        "0/2 nodes are available: Pod b/b4 is rejected because total ElasticQuota used is "
+        "more than Min (nvidia.com/gpu: 10 used + 1 requested > 10)."
+    )
+
+
+def test_reserve_counts_at_once_and_unreserve_gives_back() -> None:
+    env = cluster()
+    plugin = capacity(env)
+    state = CycleState()
+    for i in range(6):
+        raw = gpu_pod(f"a{i}", "a")
+        placement = env.cycle.schedule(state, info(raw))
+        assert plugin.reserve(state, info(raw), placement.node).ok  # not bound yet
+    assert used(env, "a") == 6
+    assert "more than Max" in env.message(gpu_pod("a6", "a"))
+    plugin.unreserve(state, info(gpu_pod("a0", "a")), "n1")
+    assert used(env, "a") == 5
+    assert env.node_for(gpu_pod("a6", "a"))
+
+
+def test_finished_and_deleted_pods_stop_counting() -> None:
+    running = gpu_pod("a0", "a", node_name="n1")
+    done = gpu_pod("a1", "a", node_name="n1")
+    env = cluster(running, done)
+    assert used(env, "a") == 2
+    done["status"]["phase"] = "Succeeded"
+    env.view.on_pod("MODIFIED", done)
+    assert used(env, "a") == 1
+    env.view.on_pod("DELETED", running)
+    assert used(env, "a") == 0
+
+
+def test_a_pod_being_preempted_no_longer_counts() -> None:
+    preempted = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    leaving = gpu_pod("a0", "a", node_name="n1", deleting=True, conditions=[preempted])
+    deleting = gpu_pod("a1", "a", node_name="n1", deleting=True)  # deleted by its owner
+    env = cluster(leaving, deleting)
+    # a0's capacity is promised to its preemptor (nominated, counted as such); a1 counts
+    # until it is gone.
+    assert used(env, "a") == 1
+
+
+def test_an_evicted_victim_stops_counting_before_the_watch_says_so() -> None:
+    victim = gpu_pod("a0", "a", node_name="n1")
+    env = cluster(victim, gpu_pod("a1", "a", node_name="n1"))
+    capacity(env).evicted(info(victim))
+    assert used(env, "a") == 1
+    victim["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True"}]
+    env.view.on_pod("MODIFIED", victim)  # the condition arrives before deletionTimestamp
+    assert used(env, "a") == 1
+    env.view.on_pod("DELETED", victim)
+    assert used(env, "a") == 1
+    assert capacity(env).leaving == set()
+
+
+def borrowed_cluster(b_priority: int = 0) -> Env:
+    """A at 6 (borrowing 2), B at 4, all 10 GPUs in use."""
+    pods = [
+        gpu_pod(f"a{i}", "a", node_name="n1" if i < 3 else "n2", priority=100) for i in range(6)
+    ]
+    pods += [gpu_pod(f"b{i}", "b", node_name="n1" if i < 2 else "n2") for i in range(4)]
+    return cluster(*pods)
+
+
+def test_under_min_reclaims_from_the_borrower_regardless_of_priority() -> None:
+    env = borrowed_cluster()
+    # B's pod has priority 0, A's pods 100: B is under its min, so A gives one back.
+    chosen = victims(env, gpu_pod("b4", "b"))
+    assert len(chosen) == 1
+    assert chosen[0].startswith("a")
+
+
+def test_nothing_to_reclaim_when_no_quota_borrows() -> None:
+    pods = [gpu_pod(f"a{i}", "a", node_name="n1") for i in range(4)]
+    pods += [gpu_pod(f"b{i}", "b", node_name="n2") for i in range(5)]
+    pods += [gpu_pod("x0", "x", node_name="n1", priority=-5)]  # no quota
+    env = cluster(*pods)
+    # Cluster full; A at its min, B at 5 under its min: nobody is borrowing.
+    assert victims(env, gpu_pod("b5", "b")) == []
+
+
+def test_at_or_over_min_only_own_lower_priority_pods() -> None:
+    pods = [gpu_pod(f"b{i}", "b", node_name="n1", priority=10) for i in range(5)]
+    pods += [gpu_pod(f"b{i}", "b", node_name="n2", priority=0) for i in range(5, 7)]
+    pods += [gpu_pod(f"a{i}", "a", node_name="n2", priority=0) for i in range(3)]
+    env = cluster(*pods)
+    # B holds 7 > min 6: it may only evict its own pods of lower priority, never A's.
+    assert victims(env, gpu_pod("b7", "b", priority=20)) in (["b5"], ["b6"])
+    assert victims(env, gpu_pod("b7", "b", priority=0)) == []
+
+
+def test_pods_with_and_without_quota_never_preempt_each_other() -> None:
+    pods = [gpu_pod(f"a{i}", "a", node_name="n1", priority=0) for i in range(5)]
+    pods += [gpu_pod(f"x{i}", "x", node_name="n2", priority=0) for i in range(5)]
+    env = cluster(*pods)
+    # x has no quota: its high-priority pod may evict x's pods, never A's.
+    chosen = victims(env, gpu_pod("x5", "x", priority=100))
+    assert len(chosen) == 1
+    assert chosen[0].startswith("x")
+    # A is under max and min: its pod may not evict x's pods to get a node.
+    env2 = make_env(
+        node("n1", cpu="32", memory="64Gi", extra={GPU: "5"}),
+        quota("a", 6, 8),
+        *[gpu_pod(f"x{i}", "x", node_name="n1") for i in range(5)],
+        profile=PROFILE,
+    )
+    assert victims(env2, gpu_pod("a0", "a", priority=100)) == []
+
+
+@pytest.mark.parametrize("namespace", ["x", "a"])
+def test_a_namespace_without_quota_is_not_checked(namespace: str) -> None:
+    env = cluster(*[gpu_pod(f"a{i}", "a", node_name="n1") for i in range(5)])
+    if namespace == "x":
+        assert env.node_for(gpu_pod("x0", "x")) == "n2"
+    else:
+        assert env.node_for(gpu_pod("a5", "a")) == "n2"

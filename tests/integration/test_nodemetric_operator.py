@@ -21,10 +21,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.run import run_command
 from tests.integration.cluster import Nodes
+from tests.integration.nodemetrics import GROUP, PLURAL, VERSION, Metrics, made_nodes
 from tests.integration.processes import process
 from tests.support import eventually
 
-GROUP, VERSION, PLURAL = "slo.koordinator.sh", "v1alpha1", "nodemetrics"
 CONFIGMAP, KEY = "slo-controller-config", "colocation-config"
 MERGE = "application/merge-patch+json"
 DEFAULT_POLICY = {
@@ -61,45 +61,8 @@ async def operator(
 
 @pytest.fixture
 async def nodes(api: ApiClient) -> AsyncIterator[Nodes]:
-    made = Nodes(api, f"nm-{uuid.uuid4().hex[:6]}")
-    try:
+    async with made_nodes(api, "nm") as made:
         yield made
-    finally:
-        await made.delete_all()
-
-
-class Metrics:
-    """Reads NodeMetrics; remembers the last one seen for failure messages."""
-
-    def __init__(self, api: ApiClient) -> None:
-        self.custom = CustomObjectsApi(api)
-        self.last: dict[str, Any] = {}
-
-    async def get(self, name: str) -> dict[str, Any] | None:
-        try:
-            obj: dict[str, Any] = await self.custom.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-        self.last[name] = obj
-        return obj
-
-    async def policy(self, name: str) -> dict[str, Any] | None:
-        obj = await self.get(name)
-        return None if obj is None else obj["spec"]["metricCollectPolicy"]
-
-    async def wait_policy(self, name: str, expected: dict[str, Any]) -> None:
-        async def current() -> bool:
-            return await self.policy(name) == expected
-
-        try:
-            await eventually(current, within=30)
-        except AssertionError as err:
-            seen = (self.last.get(name) or {}).get("spec")
-            raise AssertionError(f"{name}: spec {seen} != {expected}") from err
 
 
 class Config:

@@ -17,6 +17,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -172,7 +173,11 @@ class NodeMetrics:
 
     async def reconcile_all(self) -> None:
         for name in sorted({*self.nodes.keys(), *self.metrics.keys()}):
-            await self.reconcile(name)
+            try:
+                await self.reconcile(name)
+            except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as err:
+                # The next event of that node or NodeMetric tries again.
+                logger.warning("nodemetric not written", name=name, error=str(err))
 
     async def reconcile(self, name: str) -> None:
         node = next(iter(self.nodes.get(name, ())), None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from berth.agent.cgroups import find_hierarchy, find_pods, parse_flat_keyed
+from berth.agent.cgroups import Hierarchy, find_hierarchy, find_pods, parse_flat_keyed
 from berth.api.nodemetric import NodeMemoryCollectPolicy as Policy
 
 UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
@@ -50,6 +50,22 @@ def v1_pod(cpu: Path, memory: Path) -> None:
     )
 
 
+def assert_one_pod(
+    hierarchy: Hierarchy, relative: str, cpu_ns: int, memory: tuple[int, int, int]
+) -> None:
+    """The pod UID at ``relative``, its CPU time, and its memory with page cache, without
+    it, and without the inactive part of it."""
+    pods = find_pods(hierarchy)
+    assert pods == {UID: Path(relative)}
+    assert hierarchy.cpu_nanoseconds(pods[UID]) == cpu_ns
+    policies = (
+        Policy.USAGE_WITH_PAGE_CACHE,
+        Policy.USAGE_WITHOUT_PAGE_CACHE,
+        Policy.USAGE_WITH_HOT_PAGE_CACHE,
+    )
+    assert tuple(hierarchy.memory_bytes(pods[UID], p) for p in policies) == memory
+
+
 def v2_root(tmp_path: Path) -> Path:
     write(tmp_path, {"cgroup.controllers": "cpu memory\n"})
     return tmp_path
@@ -79,15 +95,8 @@ def test_v2_layouts(tmp_path: Path, relative: str) -> None:
     hierarchy = find_hierarchy(root)
     assert hierarchy is not None
     assert hierarchy.v2
-    pods = find_pods(hierarchy)
-    assert pods == {UID: Path(relative)}
-    assert hierarchy.cpu_nanoseconds(pods[UID]) == 2_500_000_000
-    memory = {p: hierarchy.memory_bytes(pods[UID], p) for p in Policy}
-    assert memory == {
-        Policy.USAGE_WITH_PAGE_CACHE: 100 * MIB,
-        Policy.USAGE_WITHOUT_PAGE_CACHE: 70 * MIB,  # minus all file cache
-        Policy.USAGE_WITH_HOT_PAGE_CACHE: 80 * MIB,  # minus the inactive file cache
-    }
+    # 100Mi used; without all file cache (30Mi), without the inactive file cache (20Mi).
+    assert_one_pod(hierarchy, relative, 2_500_000_000, (100 * MIB, 70 * MIB, 80 * MIB))
 
 
 @pytest.mark.parametrize(
@@ -106,15 +115,7 @@ def test_v1_layouts(tmp_path: Path, cpu_tree: str, relative: str) -> None:
     assert hierarchy is not None
     assert not hierarchy.v2
     assert hierarchy.cpu == tmp_path / cpu_tree
-    pods = find_pods(hierarchy)
-    assert pods == {UID: Path(relative)}
-    assert hierarchy.cpu_nanoseconds(pods[UID]) == 7_000_000_000
-    memory = {p: hierarchy.memory_bytes(pods[UID], p) for p in Policy}
-    assert memory == {
-        Policy.USAGE_WITH_PAGE_CACHE: 200 * MIB,
-        Policy.USAGE_WITHOUT_PAGE_CACHE: 150 * MIB,
-        Policy.USAGE_WITH_HOT_PAGE_CACHE: 160 * MIB,
-    }
+    assert_one_pod(hierarchy, relative, 7_000_000_000, (200 * MIB, 150 * MIB, 160 * MIB))
 
 
 def test_no_cgroup_tree_and_no_pods(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from berth.agent.pods import PodRef, pod_ref
 from berth.agent.report import build_status
 from berth.agent.window import Sample, Usage, Window
 from berth.api.nodemetric import NodeMetricCollectPolicy
+from berth.quota.usage import as_resource_list
 
 GIB = 1024**3
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -32,13 +33,23 @@ def window() -> Window:
     return filled
 
 
+def res(cpu: str, memory: str) -> dict[str, dict[str, str]]:
+    return {"resources": {"cpu": cpu, "memory": memory}}
+
+
+def stats(*values: float) -> dict[str, dict[str, dict[str, str]]]:
+    """avg, p50, p90, p95, p99 of a series where memory in GiB equals cpu in cores."""
+    kinds = ("avg", "p50", "p90", "p95", "p99")
+    return {
+        kind: {"resources": as_resource_list({"cpu": round(v * 1000), "memory": round(v * GIB)})}
+        for kind, v in zip(kinds, values, strict=True)
+    }
+
+
 def test_status_as_written() -> None:
     pods = {"p": PodRef("team", "web", priority="koord-prod", qos="LS")}
     status = build_status(NOW, window(), policy(["3s", "4s", "1m"]), pods)
     assert status is not None
-
-    def res(cpu: str, memory: str) -> dict[str, dict[str, str]]:
-        return {"resources": {"cpu": cpu, "memory": memory}}
 
     assert status.to_dict() == {
         "updateTime": "2026-05-01T12:00:00Z",
@@ -47,26 +58,10 @@ def test_status_as_written() -> None:
             # node minus every pod cgroup, named or not: 5.5 - 1.375 - 0.5 cores
             "systemUsage": res("3625m", "5Gi"),
             "aggregatedNodeUsages": [
-                {
-                    "duration": "3s",  # t = 4..6
-                    "usage": {
-                        "avg": res("5", "5Gi"),
-                        "p50": res("5", "5Gi"),
-                        "p90": res("5800m", str(round(5.8 * GIB))),
-                        "p95": res("5900m", str(round(5.9 * GIB))),
-                        "p99": res("5980m", str(round(5.98 * GIB))),
-                    },
-                },
-                {
-                    "duration": "4s",  # the whole history: t = 3..6
-                    "usage": {
-                        "avg": res("4500m", "4608Mi"),
-                        "p50": res("4500m", "4608Mi"),
-                        "p90": res("5700m", str(round(5.7 * GIB))),
-                        "p95": res("5850m", str(round(5.85 * GIB))),
-                        "p99": res("5970m", str(round(5.97 * GIB))),
-                    },
-                },
+                # t = 4..6: cpu 4, 5, 6 cores, memory 4, 5, 6 GiB
+                {"duration": "3s", "usage": stats(5.0, 5.0, 5.8, 5.9, 5.98)},
+                # the whole history, t = 3..6
+                {"duration": "4s", "usage": stats(4.5, 4.5, 5.7, 5.85, 5.97)},
                 # 1m: longer than the history kept, not reported
             ],
         },

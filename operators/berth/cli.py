@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from berth.localcluster.build import BuildError, ensure_built
 from berth.localcluster.cluster import ClusterError, LocalCluster
@@ -47,6 +49,24 @@ def _run(args: argparse.Namespace) -> int:
             scheduler_config=args.config,
             log_level=args.log_level,
             health_address=args.health_address,
+        )
+    )
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from berth.agent.service import AgentOptions, run
+
+    if not args.node_name:
+        say("error: no node name: pass --node-name or set NODE_NAME")
+        return 2
+    return run(
+        AgentOptions(
+            node_name=args.node_name,
+            kubeconfig=args.kubeconfig,
+            proc_root=Path(args.proc_root),
+            cgroup_root=Path(args.cgroup_root),
+            sample_interval=args.sample_interval,
+            log_level=args.log_level,
         )
     )
 
@@ -102,6 +122,27 @@ def parser() -> argparse.ArgumentParser:
         help="host:port of /healthz, /readyz and /metrics (port 0: any free port)",
     )
     run.set_defaults(func=_run)
+
+    agent = sub.add_parser("agent", help="report this node's usage into its NodeMetric")
+    agent.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME"),
+        help="the node (and NodeMetric) reported for (default: $NODE_NAME)",
+    )
+    agent.add_argument(
+        "--kubeconfig", help="kubeconfig path (default: in-cluster, then KUBECONFIG)"
+    )
+    agent.add_argument("--proc-root", default="/proc", help="the host's /proc (default /proc)")
+    agent.add_argument(
+        "--cgroup-root",
+        default="/sys/fs/cgroup",
+        help="the host's cgroup mount (default /sys/fs/cgroup)",
+    )
+    agent.add_argument(
+        "--sample-interval", type=float, default=1.0, help="seconds between samples (default 1)"
+    )
+    agent.add_argument("--log-level", default="info")
+    agent.set_defaults(func=_agent)
 
     demo = sub.add_parser("demo", help="the local cluster with Berth installed, shown working")
     demo.add_argument("--nodes", type=int, default=3)

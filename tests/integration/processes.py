@@ -1,17 +1,52 @@
-"""`berth run` as a real process for a test: started, killed or stopped, always reaped."""
+"""Berth commands run as processes of their own for a test, always stopped after it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from berth.run import run_command
 
 
+def _start(argv: list[str], log: Path, env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s; reaped either way."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+@contextlib.contextmanager
+def process(
+    argv: list[str], log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``argv`` with output to ``log``; stopped when the block ends."""
+    child = _start(argv, log, env)
+    try:
+        yield child
+    finally:
+        _stop(child)
+
+
 class BerthRun:
-    """One `berth run` process at a time, its output appended to ``log``."""
+    """`berth run` that a test can start, crash (SIGKILL) and start again."""
 
     def __init__(
         self,
@@ -21,37 +56,27 @@ class BerthRun:
         *,
         operators: bool = True,
         scheduler: bool = True,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.command = run_command(
             kubeconfig, str(config), operators=operators, scheduler=scheduler, log_level="info"
         )
         self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
+        self.env = env
+        self.child: subprocess.Popen[bytes] | None = None
 
     def start(self) -> BerthRun:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                self.command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        self.child = _start(self.command, self.log, self.env)
         return self
 
     def kill(self) -> None:
-        """SIGKILL: nothing is flushed or cleaned up, as in a crash."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
+        """As in a crash: nothing is flushed or cleaned up."""
+        if self.child is not None:
+            self.child.kill()
+            self.child.wait()
+            self.child = None
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
+        if self.child is not None:
+            _stop(self.child)
+            self.child = None

@@ -102,6 +102,14 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
             True,
         ),
         (AGENT, "patch", "nodemetrics", {"group": "slo.koordinator.sh"}, False),
+        (AGENT, "watch", "nodemetrics", {"group": "slo.koordinator.sh"}, True),
+        (AGENT, "list", "pods", {}, True),
+        (AGENT, "get", "nodes", {}, False),
+        (CONTROLLER, "create", "nodemetrics", {"group": "slo.koordinator.sh"}, True),
+        (CONTROLLER, "delete", "nodemetrics", {"group": "slo.koordinator.sh"}, True),
+        # The NodeMetric operator watches slo-controller-config in berth-system only.
+        (CONTROLLER, "watch", "configmaps", {"namespace": "berth-system"}, True),
+        (CONTROLLER, "list", "configmaps", {"namespace": "default"}, False),
         (AGENT, "create", "pods", {"subresource": "binding"}, False),
     ],
 )

@@ -14,7 +14,7 @@ from berth import log
 from berth.operators.registry import REGISTRY
 
 # The operator modules; each registers its handlers in REGISTRY when imported.
-OPERATOR_MODULES: tuple[str, ...] = ("berth.operators.elasticquota",)
+OPERATOR_MODULES: tuple[str, ...] = ("berth.operators.elasticquota", "berth.operators.nodemetric")
 
 logger = log.get(__name__)
 

@@ -14,7 +14,7 @@ Values are integers in the units the scheduler compares: millicores for cpu, pla
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from berth.api.quantity import milli_value, value_ceil
@@ -58,6 +58,10 @@ def _container_requests(container: Mapping[str, Any], non_zero: bool) -> Resourc
     return requests
 
 
+def _container_limits(container: Mapping[str, Any]) -> Resources:
+    return resource_list((container.get("resources") or {}).get("limits"))
+
+
 def _add(into: Resources, other: Mapping[str, int]) -> None:
     for name, value in other.items():
         into[name] = into.get(name, 0) + value
@@ -69,37 +73,49 @@ def _max(into: Resources, other: Mapping[str, int]) -> None:
             into[name] = value
 
 
-def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resources:
-    """The pod's effective requests (without the ``pods`` count).
-
-    ``non_zero`` gives kube-scheduler's scoring view, where a container without a cpu or
-    memory request counts 100m cpu and 200Mi memory.
-    """
+def _pod_total(
+    spec: Mapping[str, Any], per_container: Callable[[Mapping[str, Any]], Resources], field: str
+) -> Resources:
     total: Resources = {}
     for container in spec.get("containers") or ():
-        _add(total, _container_requests(container, non_zero))
+        _add(total, per_container(container))
 
     init_peak: Resources = {}
     sidecars: Resources = {}
     for container in spec.get("initContainers") or ():
-        requests = _container_requests(container, non_zero)
+        amounts = per_container(container)
         if container.get("restartPolicy") == "Always":
-            _add(total, requests)
-            _add(sidecars, requests)
+            _add(total, amounts)
+            _add(sidecars, amounts)
             step = dict(sidecars)
         else:
-            step = dict(requests)
+            step = dict(amounts)
             _add(step, sidecars)
         _max(init_peak, step)
     _max(total, init_peak)
 
-    pod_level = resource_list((spec.get("resources") or {}).get("requests"))
+    pod_level = resource_list((spec.get("resources") or {}).get(field))
     for name in (CPU, MEMORY):
         if name in pod_level:
             total[name] = pod_level[name]
 
     _add(total, resource_list(spec.get("overhead")))
     return total
+
+
+def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resources:
+    """The pod's effective requests (without the ``pods`` count).
+
+    ``non_zero`` gives kube-scheduler's scoring view, where a container without a cpu or
+    memory request counts 100m cpu and 200Mi memory.
+    """
+    return _pod_total(spec, lambda c: _container_requests(c, non_zero), "requests")
+
+
+def pod_limits(spec: Mapping[str, Any]) -> Resources:
+    """The pod's effective limits, added up as requests are; a resource without a limit
+    in some container is still summed over the containers that set one."""
+    return _pod_total(spec, _container_limits, "limits")
 
 
 def sum_requests(specs: Iterable[Mapping[str, Any]]) -> Resources:

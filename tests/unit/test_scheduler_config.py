@@ -342,7 +342,7 @@ def test_most_allocated_is_accepted() -> None:
     assert fit.strategy == "MostAllocated"
 
 
-def test_the_installed_configuration_enables_capacity_scheduling() -> None:
+def test_the_installed_configuration_enables_quotas_and_load_awareness() -> None:
     """manifests/scheduler-config.yaml: what `kubectl apply -k manifests` gives the scheduler."""
     configmap = yaml.safe_load((REPO / "manifests" / "scheduler-config.yaml").read_text())
     config = parse(yaml.safe_load(configmap["data"]["scheduler-config.yaml"]))
@@ -350,3 +350,5 @@ def test_the_installed_configuration_enables_capacity_scheduling() -> None:
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
     assert "CapacityScheduling" in names(plugins, "preFilter")
     assert names(plugins, "reserve") == ["CapacityScheduling"]
+    assert "LoadAwareScheduling" in names(plugins, "filter")
+    assert "LoadAwareScheduling" in names(plugins, "score")

@@ -42,6 +42,8 @@ class NodeTable:
         self.taints: list[tuple[Taint, ...]] = []
         self.ports: list[dict[HostPort, int]] = []
         self.pods: list[dict[str, PodInfo]] = []
+        # Bumped whenever a row's pods change, so per-node derivations can be cached.
+        self.pod_versions: list[int] = []
         self.label_generation = 0
         self.taint_generation = 0
         self._label_cache: dict[str, tuple[int, npt.NDArray[np.int32], dict[str, int]]] = {}
@@ -105,6 +107,7 @@ class NodeTable:
                 self.taints.append(())
                 self.ports.append({})
                 self.pods.append({})
+                self.pod_versions.append(0)
             else:
                 self.names[row] = name
             self.index[name] = row
@@ -113,6 +116,7 @@ class NodeTable:
             self.nonzero_requested[row] = 0
             self.ports[row] = {}
             self.pods[row] = {}
+            self.pod_versions[row] += 1
             self.label_generation += 1
             self.taint_generation += 1
         allocatable = resource_list((node.get("status") or {}).get("allocatable"))
@@ -171,6 +175,7 @@ class NodeTable:
             self._account(row, counted, -1)
 
     def _account(self, row: int, pod: PodInfo, sign: int) -> None:
+        self.pod_versions[row] += 1
         for resource, value in pod.requests.items():
             col = self.column(resource)  # may widen the arrays: index them afterwards
             self.requested[row, col] += sign * value

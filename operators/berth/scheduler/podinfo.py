@@ -40,6 +40,14 @@ def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
+def _scheduled_at(status: dict[str, Any]) -> float | None:
+    """When the pod was bound: its PodScheduled=True condition's transition time."""
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return _timestamp(condition.get("lastTransitionTime")) or None
+    return None
+
+
 def _preempted(status: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "DisruptionTarget" and c.get("reason") == PREEMPTION_REASON
@@ -77,6 +85,8 @@ class PodInfo:
     started: float | None = None
     # Being deleted because a scheduler preempted it (DisruptionTarget/PreemptionByScheduler).
     preempted: bool = False
+    # When it was bound (PodScheduled=True), None before that.
+    scheduled_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -120,6 +130,7 @@ class PodInfo:
             deleting=bool(meta.get("deletionTimestamp")),
             started=_timestamp(status.get("startTime")) or None,
             preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
+            scheduled_at=_scheduled_at(status),
         )
 
     @classmethod
@@ -157,4 +168,5 @@ class PodInfo:
             deleting=bool(meta.get("deletionTimestamp")),
             started=_timestamp(status.get("startTime")) or None,
             preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
+            scheduled_at=_scheduled_at(status),
         )

@@ -16,6 +16,7 @@ from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
 from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
+from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.nodeaffinity import NodeAffinity
 from berth.scheduler.plugins.nodename import NodeName
 from berth.scheduler.plugins.nodeports import NodePorts
@@ -38,6 +39,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         DefaultPreemption,
         DefaultBinder,
         CapacityScheduling,
+        LoadAwareScheduling,
     )
 }
 # The queue orders pods itself (priority, then creation time): PrioritySort is accepted.

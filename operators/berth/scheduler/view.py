@@ -8,6 +8,7 @@ know yet are kept aside and counted when their node appears.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ class ClusterView:
     counted_on: dict[str, str] = field(default_factory=dict)
     orphans: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
     assumed: dict[str, str] = field(default_factory=dict)
+    # uid -> when the pod was placed on its node (its binding, or our Reserve): what a
+    # node's report (NodeMetric, NodeResourceTopology) may not include yet.
+    placed_at: dict[str, float] = field(default_factory=dict)
     nominated: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     priority_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -57,6 +61,8 @@ class ClusterView:
         if previous is not None:
             self._uncount(pod.uid)
         self.counted_on[pod.uid] = node
+        if pod.uid not in self.placed_at:
+            self.placed_at[pod.uid] = pod.scheduled_at or time.time()
         row = self.nodes.index.get(node)
         if row is None:
             self.orphans.setdefault(node, {})[pod.uid] = pod
@@ -64,6 +70,7 @@ class ClusterView:
             self.nodes.add_pod(row, pod)
 
     def _uncount(self, uid: str) -> PodInfo | None:
+        self.placed_at.pop(uid, None)
         node = self.counted_on.pop(uid, None)
         if node is None:
             return None
@@ -174,6 +181,7 @@ class ClusterView:
         self.assumed[pod.uid] = node
         self.nominated.pop(pod.uid, None)
         self._count(pod, node)
+        self.placed_at[pod.uid] = time.time()
 
     def forget(self, pod: PodInfo) -> None:
         """Undo ``assume`` after a failed binding."""
@@ -209,6 +217,19 @@ class ClusterView:
                 table[row, pods_col] += 1
                 state.nominated_pods.setdefault(row, []).append(other)
         state.nominated = table
+
+    def unreported(
+        self, row: int, reported_at: float, reported: Callable[[PodInfo], bool]
+    ) -> list[PodInfo]:
+        """Pods on a node that its report of ``reported_at`` may not include: placed after
+        it, or not listed by it (``reported``). The one pending-pods rule every per-node
+        report (usage in NodeMetric, NUMA zones in NodeResourceTopology) is read with."""
+        placed_at = self.placed_at
+        return [
+            pod
+            for pod in self.nodes.pods[row].values()
+            if placed_at.get(pod.uid, 0.0) > reported_at or not reported(pod)
+        ]
 
     def pods_on(self, node: str) -> list[PodInfo]:
         row = self.nodes.index.get(node)

@@ -165,7 +165,7 @@ def test_pods_placed_after_the_report_are_estimated() -> None:
     plugin: LoadAwareScheduling = made.plugin("LoadAwareScheduling")
     report = plugin.report("n1")
     assert report is not None
-    assert plugin.load(0, "n1", report)["cpu"] == 1500 + 850
+    assert plugin.load(0, report)["cpu"] == 1500 + 850
 
 
 def test_pods_in_the_report_count_by_their_usage_only() -> None:
@@ -178,13 +178,13 @@ def test_pods_in_the_report_count_by_their_usage_only() -> None:
     plugin: LoadAwareScheduling = made.plugin("LoadAwareScheduling")
     report = plugin.report("n1")
     assert report is not None
-    assert plugin.load(0, "n1", report)["cpu"] == 1500
+    assert plugin.load(0, report)["cpu"] == 1500
     # Not in podsMetric: estimated whenever it was placed.
     unlisted = env(node("n1"), metric("n1", "1500m"), old)
     plugin = unlisted.plugin("LoadAwareScheduling")
     report = plugin.report("n1")
     assert report is not None
-    assert plugin.load(0, "n1", report)["cpu"] == 1500 + 850
+    assert plugin.load(0, report)["cpu"] == 1500 + 850
 
 
 def test_score_prefers_the_least_loaded() -> None:

@@ -42,8 +42,8 @@ class NodeTable:
         self.taints: list[tuple[Taint, ...]] = []
         self.ports: list[dict[HostPort, int]] = []
         self.pods: list[dict[str, PodInfo]] = []
-        # Bumped whenever a row's pods change, so per-node derivations can be cached.
-        self.pod_versions: list[int] = []
+        # Bumped whenever a row's node or pods change, so per-node derivations can be cached.
+        self.row_versions: Ints = np.zeros(capacity, dtype=np.int64)
         self.label_generation = 0
         self.taint_generation = 0
         self._label_cache: dict[str, tuple[int, npt.NDArray[np.int32], dict[str, int]]] = {}
@@ -87,6 +87,7 @@ class NodeTable:
         self.allocatable = np.pad(self.allocatable, ((0, extra), (0, 0)))
         self.requested = np.pad(self.requested, ((0, extra), (0, 0)))
         self.nonzero_requested = np.pad(self.nonzero_requested, ((0, extra), (0, 0)))
+        self.row_versions = np.pad(self.row_versions, (0, extra))
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -107,7 +108,6 @@ class NodeTable:
                 self.taints.append(())
                 self.ports.append({})
                 self.pods.append({})
-                self.pod_versions.append(0)
             else:
                 self.names[row] = name
             self.index[name] = row
@@ -116,9 +116,9 @@ class NodeTable:
             self.nonzero_requested[row] = 0
             self.ports[row] = {}
             self.pods[row] = {}
-            self.pod_versions[row] += 1
             self.label_generation += 1
             self.taint_generation += 1
+        self.row_versions[row] += 1
         allocatable = resource_list((node.get("status") or {}).get("allocatable"))
         self.allocatable[row] = 0
         for resource, value in allocatable.items():
@@ -175,7 +175,7 @@ class NodeTable:
             self._account(row, counted, -1)
 
     def _account(self, row: int, pod: PodInfo, sign: int) -> None:
-        self.pod_versions[row] += 1
+        self.row_versions[row] += 1
         for resource, value in pod.requests.items():
             col = self.column(resource)  # may widen the arrays: index them afterwards
             self.requested[row, col] += sign * value

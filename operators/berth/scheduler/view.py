@@ -51,6 +51,9 @@ class ClusterView:
     custom: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Bumped on every change of a custom kind: plugins rebuild what they derive from it.
     custom_versions: dict[str, int] = field(default_factory=dict)
+    custom_listeners: dict[str, list[Callable[[str, dict[str, Any]], None]]] = field(
+        default_factory=dict
+    )
     listeners: list[Callable[[str, PodInfo | None], None]] = field(default_factory=list)
     pod_listeners: list[Callable[[str, PodInfo], None]] = field(default_factory=list)
 
@@ -166,6 +169,8 @@ class ClusterView:
             else:
                 objects[key] = obj
             self.custom_versions[kind] = self.custom_versions.get(kind, 0) + 1
+            for listener in self.custom_listeners.get(kind, ()):
+                listener(event, obj)
             self._emit(OTHER_CHANGED, None)
 
         return handle

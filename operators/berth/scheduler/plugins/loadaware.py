@@ -6,6 +6,10 @@ its last report, plus the estimate of every pod that report may not include (pla
 being scheduled. Pods this scheduler placed a moment ago count at once, so a burst onto
 cold nodes spreads instead of piling onto the coldest. A node without a report passes the
 filter and scores 0; so does a stale one unless ``filterExpiredNodeMetrics`` filters it.
+
+Per node, the reported-plus-pending load and the thresholds are kept in columns and
+recomputed only for nodes whose pods, node object or NodeMetric changed; the filter and
+the score are then numpy expressions over all nodes.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from berth.loadaware.args import LoadAwareArgs, node_thresholds
-from berth.loadaware.estimate import NodeReport, estimate, pending_load
+from berth.loadaware.estimate import RESOURCES, NodeReport, estimate, pending_load
 from berth.podresources import Resources, pod_limits
 from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
 KIND = "NodeMetric"
 EXPIRED = "node(s) nodeMetric expired"
+Floats = npt.NDArray[np.float64]
 
 
 def exceeds(resource: str) -> str:
@@ -40,22 +46,33 @@ class LoadAwareScheduling(Plugin):
         super().__init__(args, handle)
         self.config = LoadAwareArgs.parse(args)
         self.clock = clock
-        self._reports: dict[str, tuple[str, NodeReport]] = {}
-        self._loads: dict[int, tuple[tuple[str, str, int], Resources]] = {}
+        self._reports: dict[str, NodeReport] = {}
+        self._changed: set[str] = set()
+        self._seen: Ints = np.zeros(0, dtype=np.int64)
+        self._updated: Floats = np.zeros(0)  # NaN: no report
+        self._load: Ints = np.zeros((0, len(RESOURCES)), dtype=np.int64)
+        self._thresholds: Ints = np.zeros((0, len(RESOURCES)), dtype=np.int64)
+        self._weights = np.array(
+            [max(0, self.config.resource_weights.get(r, 0)) for r in RESOURCES], dtype=np.int64
+        )
+        for obj in handle.view.custom.get(KIND, {}).values():
+            self._on_metric("ADDED", obj)
+        handle.view.custom_listeners.setdefault(KIND, []).append(self._on_metric)
 
     # -- what each node reports and will carry -------------------------------------------
 
+    def _on_metric(self, event: str, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if event == "DELETED":
+            self._reports.pop(name, None)
+        else:
+            self._reports[name] = NodeReport.from_object(obj)
+        self._changed.add(name)
+
     def report(self, node: str) -> NodeReport | None:
-        """The node's parsed NodeMetric, None without one or before its agent reported."""
-        obj = self.handle.view.custom.get(KIND, {}).get(node)
-        if obj is None:
-            return None
-        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        cached = self._reports.get(node)
-        if cached is None or cached[0] != version or not version:
-            cached = (version, NodeReport.from_object(obj))
-            self._reports[node] = cached
-        return cached[1] if cached[1].updated is not None else None
+        """The node's NodeMetric report, None without one or before its agent reported."""
+        report = self._reports.get(node)
+        return report if report is not None and report.updated is not None else None
 
     def pod_estimate(self, pod: PodInfo) -> Resources:
         cached: Resources | None = pod.extra.get(self.name)
@@ -65,89 +82,105 @@ class LoadAwareScheduling(Plugin):
             pod.extra[self.name] = cached
         return cached
 
-    def load(self, row: int, node: str, report: NodeReport) -> Resources:
+    def load(self, row: int, report: NodeReport) -> Resources:
         """Reported usage plus what the pods the report may not include will add."""
         assert report.updated is not None
-        nodes = self.handle.view.nodes
-        key = (node, self._reports[node][0], nodes.pod_versions[row])
-        cached = self._loads.get(row)
-        if cached is not None and cached[0] == key:
-            return cached[1]
         pending = self.handle.view.unreported(
             row, report.updated - report.interval, lambda p: (p.namespace, p.name) in report.pods
         )
         extra = pending_load(
             [(self.pod_estimate(p), report.pods.get((p.namespace, p.name))) for p in pending]
         )
-        total = {r: report.usage.get(r, 0) + extra[r] for r in extra}
-        self._loads[row] = (key, total)
-        return total
+        return {r: report.usage.get(r, 0) + extra[r] for r in RESOURCES}
 
-    def _expired(self, report: NodeReport, now: float) -> bool:
+    def _refresh(self, nodes: NodeTable) -> None:
+        """Recompute the rows whose node, pods or NodeMetric changed since the last cycle."""
+        size = nodes.size
+        if len(self._seen) < size:
+            grow = size - len(self._seen)
+            self._seen = np.concatenate([self._seen, np.full(grow, -1, dtype=np.int64)])
+            self._updated = np.concatenate([self._updated, np.full(grow, np.nan)])
+            self._load = np.pad(self._load, ((0, grow), (0, 0)))
+            self._thresholds = np.pad(self._thresholds, ((0, grow), (0, 0)))
+        versions = nodes.row_versions[:size]
+        rows = set(np.flatnonzero(versions != self._seen[:size]).tolist())
+        rows.update(nodes.index[n] for n in self._changed if n in nodes.index)
+        self._changed.clear()
+        for row in rows:
+            self._compute(nodes, row)
+        self._seen[:size] = versions
+
+    def _compute(self, nodes: NodeTable, row: int) -> None:
+        report = self.report(nodes.names[row]) if nodes.present[row] else None
+        if report is None:
+            self._updated[row] = np.nan
+            return
         assert report.updated is not None
-        return now - report.updated > self.config.node_metric_expiration_seconds
+        self._updated[row] = report.updated
+        load = self.load(row, report)
+        self._load[row] = [load[r] for r in RESOURCES]
+        meta = (nodes.nodes[row] or {}).get("metadata") or {}
+        thresholds = node_thresholds(meta.get("annotations") or {}, self.config.usage_thresholds)
+        self._thresholds[row] = [thresholds.get(r, 0) for r in RESOURCES]
+
+    def _columns(self, nodes: NodeTable) -> tuple[Mask, Mask, Ints, Ints]:
+        """(reported, expired, estimated usage without the pod, allocatable) per row."""
+        self._refresh(nodes)
+        size = nodes.size
+        updated = self._updated[:size]
+        reported = ~np.isnan(updated) & nodes.present[:size]
+        age = self.clock() - np.where(reported, updated, 0.0)
+        expired = reported & (age > self.config.node_metric_expiration_seconds)
+        allocatable = np.stack(
+            [nodes.allocatable[:size, nodes.columns[r]] for r in RESOURCES], axis=1
+        )
+        return reported, expired, self._load[:size], allocatable
+
+    def _incoming(self, pod: PodInfo) -> Ints:
+        estimated = self.pod_estimate(pod)
+        return np.array([estimated[r] for r in RESOURCES], dtype=np.int64)
 
     # -- Filter / Score ---------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        now = self.clock()
-        incoming = self.pod_estimate(pod)
-        failed: dict[str, list[int]] = {}
-        for name in self.handle.view.custom.get(KIND, {}):
-            row = nodes.index.get(name)
-            report = self.report(name) if row is not None else None
-            if row is None or report is None:
-                continue
-            if self._expired(report, now):
-                if self.config.filter_expired_node_metrics:
-                    failed.setdefault(EXPIRED, []).append(row)
-                continue
-            load = self.load(row, name, report)
-            node_meta = (nodes.nodes[row] or {}).get("metadata") or {}
-            thresholds = node_thresholds(
-                node_meta.get("annotations") or {}, self.config.usage_thresholds
-            )
-            for resource, threshold in sorted(thresholds.items()):
-                col = nodes.columns.get(resource)
-                allocatable = int(nodes.allocatable[row, col]) if col is not None else 0
-                if threshold <= 0 or allocatable <= 0:
-                    continue
-                used = load.get(resource, 0) + incoming.get(resource, 0)
-                if (200 * used + allocatable) // (2 * allocatable) > threshold:
-                    failed.setdefault(exceeds(resource), []).append(row)
-                    break
-        if not failed:
+        reported, expired, load, allocatable = self._columns(nodes)
+        if not reported.any():
             return Verdict.all(nodes)
-        passed = np.ones(nodes.size, dtype=bool)
-        reasons = []
-        for message, rows in failed.items():
-            mask = np.zeros(nodes.size, dtype=bool)
-            mask[rows] = True
-            passed &= ~mask
-            reasons.append(Reason(mask, message, resolvable=False))
-        return Verdict(passed, tuple(reasons))
+        used = load + self._incoming(pod)
+        safe = np.maximum(allocatable, 1)
+        percent = (200 * used + safe) // (2 * safe)  # round(100 * used / allocatable)
+        thresholds = self._thresholds[: nodes.size]
+        checked = reported & ~expired
+        reasons: list[Reason] = []
+        failed = np.zeros(nodes.size, dtype=bool)
+        if self.config.filter_expired_node_metrics and expired.any():
+            reasons.append(Reason(expired.copy(), EXPIRED, resolvable=False))
+            failed |= expired
+        for i, resource in enumerate(RESOURCES):  # a node is charged to its first resource
+            over = (
+                checked
+                & ~failed
+                & (thresholds[:, i] > 0)
+                & (allocatable[:, i] > 0)
+                & (percent[:, i] > thresholds[:, i])
+            )
+            if over.any():
+                reasons.append(Reason(over, exceeds(resource), resolvable=False))
+                failed |= over
+        if not reasons:
+            return Verdict.all(nodes)
+        return Verdict(~failed, tuple(reasons))
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
-        now = self.clock()
-        incoming = self.pod_estimate(pod)
-        weights = {r: w for r, w in self.config.resource_weights.items() if w > 0}
-        total_weight = sum(weights.values())
-        scores = np.zeros(len(rows), dtype=np.int64)
+        total_weight = int(self._weights.sum())
         if not total_weight:
-            return scores
-        for i, row in enumerate(rows):
-            name = nodes.names[int(row)]
-            report = self.report(name)
-            if report is None or self._expired(report, now):
-                continue
-            load = self.load(int(row), name, report)
-            value = 0
-            for resource, weight in weights.items():
-                col = nodes.columns.get(resource)
-                allocatable = int(nodes.allocatable[row, col]) if col is not None else 0
-                if allocatable <= 0:
-                    continue
-                used = load.get(resource, 0) + incoming.get(resource, 0)
-                value += weight * max(0, (allocatable - used) * MAX_NODE_SCORE // allocatable)
-            scores[i] = value // total_weight
-        return scores
+            return np.zeros(len(rows), dtype=np.int64)
+        reported, expired, load, allocatable = self._columns(nodes)
+        fresh = (reported & ~expired)[rows]
+        alloc = allocatable[rows]
+        used = load[rows] + self._incoming(pod)
+        safe = np.maximum(alloc, 1)
+        free = np.maximum(0, (alloc - used) * MAX_NODE_SCORE // safe)
+        free = np.where(alloc > 0, free, 0)
+        scores = (free * self._weights).sum(axis=1) // total_weight
+        return np.where(fresh, scores, 0).astype(np.int64)

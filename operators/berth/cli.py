@@ -83,6 +83,11 @@ def _bench(args: argparse.Namespace) -> int:
     if args.cycle_only:
         sys.stdout.write(cycle_bench(args.nodes, args.pods) + "\n")
         return 0
+    if args.numa:
+        from berth.numa_bench import numa_bench
+
+        sys.stdout.write(numa_bench() + "\n")
+        return 0
     return bench(
         nodes=args.nodes,
         pods=args.pods,
@@ -164,6 +169,11 @@ def parser() -> argparse.ArgumentParser:
         "--cycle-only",
         action="store_true",
         help="time the scheduling cycle in process, without a cluster",
+    )
+    bench.add_argument(
+        "--numa",
+        action="store_true",
+        help="the pending ledger's trade-off: NUMA placements refused on nodes, off vs on",
     )
     bench.set_defaults(func=_bench)
     return top

@@ -46,7 +46,8 @@ def resource_list(values: Mapping[str, Any] | None) -> Resources:
     return {name: to_units(name, q) for name, q in (values or {}).items()}
 
 
-def _container_requests(container: Mapping[str, Any], non_zero: bool) -> Resources:
+def container_requests(container: Mapping[str, Any], non_zero: bool = False) -> Resources:
+    """One container's requests (a request left out but limited is the limit)."""
     resources = container.get("resources") or {}
     requests = resource_list(resources.get("requests"))
     for name, limit in resource_list(resources.get("limits")).items():
@@ -58,7 +59,7 @@ def _container_requests(container: Mapping[str, Any], non_zero: bool) -> Resourc
     return requests
 
 
-def _container_limits(container: Mapping[str, Any]) -> Resources:
+def container_limits(container: Mapping[str, Any]) -> Resources:
     return resource_list((container.get("resources") or {}).get("limits"))
 
 
@@ -109,13 +110,13 @@ def pod_requests(spec: Mapping[str, Any], *, non_zero: bool = False) -> Resource
     ``non_zero`` gives kube-scheduler's scoring view, where a container without a cpu or
     memory request counts 100m cpu and 200Mi memory.
     """
-    return _pod_total(spec, lambda c: _container_requests(c, non_zero), "requests")
+    return _pod_total(spec, lambda c: container_requests(c, non_zero), "requests")
 
 
 def pod_limits(spec: Mapping[str, Any]) -> Resources:
     """The pod's effective limits, added up as requests are; a resource without a limit
     in some container is still summed over the containers that set one."""
-    return _pod_total(spec, _container_limits, "limits")
+    return _pod_total(spec, container_limits, "limits")
 
 
 def sum_requests(specs: Iterable[Mapping[str, Any]]) -> Resources:

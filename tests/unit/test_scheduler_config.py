@@ -352,3 +352,4 @@ def test_the_installed_configuration_enables_quotas_and_load_awareness() -> None
     assert names(plugins, "reserve") == ["CapacityScheduling"]
     assert "LoadAwareScheduling" in names(plugins, "filter")
     assert "LoadAwareScheduling" in names(plugins, "score")
+    assert "NodeResourceTopologyMatch" in names(plugins, "filter")

@@ -21,6 +21,7 @@ from berth.scheduler.plugins.nodeaffinity import NodeAffinity
 from berth.scheduler.plugins.nodename import NodeName
 from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
+from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
@@ -40,6 +41,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         DefaultBinder,
         CapacityScheduling,
         LoadAwareScheduling,
+        NodeResourceTopologyMatch,
     )
 }
 # The queue orders pods itself (priority, then creation time): PrioritySort is accepted.

@@ -233,7 +233,7 @@ class ClusterView:
         return [
             pod
             for pod in self.nodes.pods[row].values()
-            if placed_at.get(pod.uid, 0.0) > reported_at or not reported(pod)
+            if placed_at.get(pod.uid, 0.0) >= reported_at or not reported(pod)
         ]
 
     def pods_on(self, node: str) -> list[PodInfo]:

@@ -1,0 +1,134 @@
+"""NodeResourceTopologyMatch: NUMA alignment from NodeResourceTopology, minus pending.
+
+A topology updater on each node reports its NUMA zones; the report is always older than
+this scheduler's latest decisions. With pending tracking on (``cacheResyncPeriodSeconds``
+above 0, as scheduler-plugins enables its reserve cache), a node's zones are read as
+reported minus the requests of the pods the report does not include yet:
+
+- when the report carries ``nodeTopologyPodsFingerprint`` and it matches the pods this
+  scheduler knows on the node, nothing is pending;
+- when it does not match, the pods placed since the last report that matched are;
+- without a fingerprint, the pods placed after the report was written are.
+
+"Placed" is the view's record (``ClusterView.unreported``), the same one load-aware
+scheduling reads NodeMetric with: our Reserve, or the binding seen by the watch, so a
+restart rebuilds it from the API. With tracking off, the report is taken as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from berth.numa.fingerprint import sign
+from berth.numa.fit import STRATEGIES, misalignment, node_score
+from berth.numa.topology import NodeTopology
+from berth.podresources import Resources
+from berth.scheduler.framework import CycleState, Handle, Plugin, Reason, Verdict
+from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.podinfo import PodInfo
+
+KIND = "NodeResourceTopology"
+
+
+class NodeResourceTopologyMatch(Plugin):
+    name = "NodeResourceTopologyMatch"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        unknown = set(args) - {"scoringStrategy", "cacheResyncPeriodSeconds"}
+        if unknown:
+            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
+        strategy = args.get("scoringStrategy") or {}
+        self.strategy = str(strategy.get("type") or "LeastAllocated")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"scoringStrategy.type {self.strategy!r} is not one of {', '.join(STRATEGIES)}"
+            )
+        self.weights = [
+            (str(r["name"]), int(r.get("weight", 1)))
+            for r in strategy.get("resources") or [{"name": "cpu"}, {"name": "memory"}]
+        ]
+        self.track_pending = int(args.get("cacheResyncPeriodSeconds") or 0) > 0
+        self._topologies: dict[str, NodeTopology] = {}
+        self._matched_at: dict[str, float] = {}
+        self._pending: dict[int, tuple[tuple[str, int, int], Resources]] = {}
+        self._versions: dict[str, int] = {}
+        for obj in handle.view.custom.get(KIND, {}).values():
+            self._on_topology("ADDED", obj)
+        handle.view.custom_listeners.setdefault(KIND, []).append(self._on_topology)
+
+    def _on_topology(self, event: str, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        self._versions[name] = self._versions.get(name, 0) + 1
+        if event == "DELETED":
+            self._topologies.pop(name, None)
+        else:
+            self._topologies[name] = NodeTopology.from_object(obj)
+
+    def pending(self, row: int, node: str, topology: NodeTopology) -> Resources:
+        """Requests on the node that its report does not account for yet."""
+        if not self.track_pending:
+            return {}
+        view = self.handle.view
+        key = (node, self._versions.get(node, 0), int(view.nodes.row_versions[row]))
+        cached = self._pending.get(row)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        since = topology.reported_at
+        if topology.fingerprint:
+            pods = view.nodes.pods[row].values()
+            if sign((p.namespace, p.name) for p in pods) == topology.fingerprint:
+                self._matched_at[node] = topology.reported_at
+                self._pending[row] = (key, {})
+                return {}
+            since = self._matched_at.get(node, topology.reported_at)
+        total: Resources = {}
+        for pod in view.unreported(row, since, lambda _pod: True):
+            for resource, value in pod.requests.items():
+                total[resource] = total.get(resource, 0) + value
+        self._pending[row] = (key, total)
+        return total
+
+    def _checked(self, nodes: NodeTable) -> list[tuple[int, str, NodeTopology]]:
+        rows = []
+        for name, topology in self._topologies.items():
+            row = nodes.index.get(name)
+            if row is not None and topology.single_numa_node:
+                rows.append((row, name, topology))
+        return rows
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        spec = pod.raw.get("spec") or {}
+        failed: dict[str, list[int]] = {}
+        for row, name, topology in self._checked(nodes):
+            reason = misalignment(topology, spec, pod.name, self.pending(row, name, topology))
+            if reason is not None:
+                failed.setdefault(reason, []).append(row)
+        if not failed:
+            return Verdict.all(nodes)
+        passed = np.ones(nodes.size, dtype=bool)
+        reasons = []
+        for message, rows in failed.items():
+            mask = np.zeros(nodes.size, dtype=bool)
+            mask[rows] = True
+            passed &= ~mask
+            # Evicting pods frees zones only once the updater reports it: not resolvable.
+            reasons.append(Reason(mask, message, resolvable=False))
+        return Verdict(passed, tuple(reasons))
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        scores = np.zeros(len(rows), dtype=np.int64)
+        checked = self._checked(nodes)
+        if not checked:
+            return scores
+        spec = pod.raw.get("spec") or {}
+        position = {int(r): i for i, r in enumerate(rows)}
+        for row, name, topology in checked:
+            if row in position:
+                pending = self.pending(row, name, topology)
+                scores[position[row]] = node_score(
+                    topology, spec, pending, self.strategy, self.weights
+                )
+        return scores

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from berth.podresources import Resources, sum_requests
+from berth.podresources import Resources, pod_requests, sum_requests
 from berth.podstate import holds_capacity
 
 __all__ = [
@@ -47,7 +47,7 @@ class OwnerPod:
         return {"namespace": self.namespace, "name": self.name, "uid": self.uid}
 
     def requests(self) -> Resources:
-        return sum_requests([self.spec])
+        return pod_requests(self.spec)
 
 
 def owner_pod(pod: Mapping[str, Any]) -> tuple[str, OwnerPod] | None:

@@ -91,6 +91,24 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
             {"group": "coordination.k8s.io", "namespace": "default"},
             False,
         ),
+        # The Reservation operator deletes ended reservations (garbage collection) and
+        # records events about them in default; it never rewrites their spec.
+        (
+            CONTROLLER,
+            "delete",
+            "reservations",
+            {"group": "scheduling.koordinator.sh"},
+            True,
+        ),
+        (
+            CONTROLLER,
+            "update",
+            "reservations",
+            {"group": "scheduling.koordinator.sh"},
+            False,
+        ),
+        (CONTROLLER, "create", "events", {"namespace": "default"}, True),
+        (CONTROLLER, "get", "nodes", {}, True),
         (CONTROLLER, "delete", "pods", {}, False),
         (CONTROLLER, "delete", "nodes", {}, False),
         (CONTROLLER, "get", "secrets", {}, False),

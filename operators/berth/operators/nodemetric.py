@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import time
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -24,6 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.nodemetric import GROUP, VERSION
+from berth.events import event_body, post_event
 from berth.kube import api_client, succeeded
 from berth.kube_watch import Informer
 from berth.operators.registry import REGISTRY
@@ -141,35 +140,23 @@ class NodeMetrics:
 
     async def _warn(self, meta: dict[str, Any], message: str) -> None:
         """A Warning event on the ConfigMap, where ``kubectl describe`` shows it."""
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
+        involved = {
             "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{CONFIGMAP}.{time.time_ns():x}", "namespace": self.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "namespace": self.namespace,
-                "name": CONFIGMAP,
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": INVALID_CONFIG,
-            "message": f"{message[:900]}; NodeMetric policies are kept as they were",
-            "type": "Warning",
-            "source": {"component": COMPONENT},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+            "kind": "ConfigMap",
+            "namespace": self.namespace,
+            "name": CONFIGMAP,
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
         }
-        try:
-            await succeeded(
-                self.core.create_namespaced_event(self.namespace, body, _preload_content=False)
-            )
-        except ApiException as err:
-            logger.warning(
-                "event not recorded", namespace=self.namespace, name=CONFIGMAP, error=str(err)
-            )
+        body = event_body(
+            involved,
+            self.namespace,
+            INVALID_CONFIG,
+            f"{message[:900]}; NodeMetric policies are kept as they were",
+            warning=True,
+            component=COMPONENT,
+        )
+        await post_event(self.core, body)
 
     async def reconcile_all(self) -> None:
         for name in sorted({*self.nodes.keys(), *self.metrics.keys()}):

@@ -14,7 +14,11 @@ from berth import log
 from berth.operators.registry import REGISTRY
 
 # The operator modules; each registers its handlers in REGISTRY when imported.
-OPERATOR_MODULES: tuple[str, ...] = ("berth.operators.elasticquota", "berth.operators.nodemetric")
+OPERATOR_MODULES: tuple[str, ...] = (
+    "berth.operators.elasticquota",
+    "berth.operators.nodemetric",
+    "berth.operators.reservation",
+)
 
 logger = log.get(__name__)
 

@@ -1,0 +1,68 @@
+"""Core v1 Events as Berth's operators post them, so ``kubectl describe`` shows them alike.
+
+Events explain; they never decide: one that is refused is logged, not retried.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth import log
+from berth.api.base import format_time
+from berth.kube import succeeded
+
+__all__ = ["MESSAGE_LIMIT", "event_body", "post_event"]
+
+MESSAGE_LIMIT: Final = 1024
+
+logger = log.get(__name__)
+
+
+def event_body(
+    involved: dict[str, Any],
+    namespace: str,
+    reason: str,
+    message: str,
+    *,
+    warning: bool,
+    component: str,
+) -> dict[str, Any]:
+    """An Event about ``involved`` (an object reference) in ``namespace``.
+
+    Named as the event recorder names them (object name, then a unique suffix). Events
+    about a cluster-scoped object go to ``default``, as the kubelet's events about Nodes do.
+    """
+    now = format_time(datetime.now(UTC))
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{involved.get('name')}.{time.time_ns():x}", "namespace": namespace},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message[:MESSAGE_LIMIT],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": component},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+async def post_event(core: Any, body: dict[str, Any]) -> None:
+    """Create the event through ``core`` (a CoreV1Api); a refusal is logged."""
+    namespace = body["metadata"]["namespace"]
+    involved = body["involvedObject"]
+    try:
+        await succeeded(core.create_namespaced_event(namespace, body, _preload_content=False))
+    except ApiException as err:
+        logger.warning(
+            "event not recorded",
+            namespace=involved.get("namespace"),
+            name=involved.get("name"),
+            reason=body["reason"],
+            status=err.status,
+        )

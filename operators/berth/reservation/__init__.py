@@ -1,0 +1,1 @@
+"""Reservation lifecycle decisions, without I/O: what the operator writes and when."""

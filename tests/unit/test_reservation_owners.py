@@ -1,0 +1,121 @@
+"""Which pods own a reservation (the scheduler's annotation on bound pods), and how one
+condition is set in a reservation's list."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from berth.api.meta import ConditionStatus
+from berth.api.reservation import ReservationCondition
+from berth.reservation.conditions import with_condition
+from berth.reservation.owners import ALLOCATED_ANNOTATION, OwnerPod, owner_pod, owners_of
+
+NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
+Json = dict[str, Any]
+
+
+def pod(annotation: str | None, node: str | None = "node-a", phase: str = "Running") -> Json:
+    annotations = {} if annotation is None else {ALLOCATED_ANNOTATION: annotation}
+    return {
+        "metadata": {
+            "namespace": "team",
+            "name": "p",
+            "uid": "pod-uid",
+            "annotations": annotations,
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]} if node else {"containers": []},
+        "status": {"phase": phase},
+    }
+
+
+def test_a_bound_annotated_pod_is_an_owner_of_the_named_reservation() -> None:
+    found = owner_pod(pod('{"name": "r", "uid": "u1"}'))
+    assert found is not None
+    name, owner = found
+    assert name == "r"
+    assert (owner.namespace, owner.name, owner.uid) == ("team", "p", "pod-uid")
+    assert owner.reservation_uid == "u1"
+    assert owner.holding
+    assert owner.reference() == {"namespace": "team", "name": "p", "uid": "pod-uid"}
+
+
+def test_a_finished_owner_no_longer_holds() -> None:
+    assert not owner(pod('{"name": "r", "uid": "u1"}', phase="Succeeded")).holding
+
+
+@pytest.mark.parametrize(
+    ("annotation", "node"),
+    [
+        (None, "node-a"),  # not an owner
+        ('{"name": "r", "uid": "u1"}', None),  # annotated, not bound yet
+        ("not json", "node-a"),
+        ('["r"]', "node-a"),
+        ('{"uid": "u1"}', "node-a"),
+    ],
+)
+def test_pods_that_own_nothing(annotation: str | None, node: str | None) -> None:
+    assert owner_pod(pod(annotation, node)) is None
+
+
+def test_owners_of_an_earlier_reservation_of_the_same_name_are_not_counted() -> None:
+    mine, earlier, by_name = (
+        owner(pod(text))
+        for text in ('{"name": "r", "uid": "u2"}', '{"name": "r", "uid": "u1"}', '{"name": "r"}')
+    )
+    assert by_name.reservation_uid is None
+    assert owners_of("u2", [mine, earlier, by_name]) == [mine, by_name]
+
+
+def owner(body: Json) -> OwnerPod:
+    found = owner_pod(body)
+    assert found is not None
+    return found[1]
+
+
+def scheduled() -> ReservationCondition:
+    return ReservationCondition.from_dict(
+        {
+            "type": "Scheduled",
+            "status": "True",
+            "reason": "Scheduled",
+            "lastTransitionTime": "2024-01-01T00:00:00Z",
+        }
+    )
+
+
+def test_a_new_condition_is_appended_and_the_others_kept() -> None:
+    assert with_condition(
+        [scheduled()], "Ready", ConditionStatus.FALSE, "Expired", "gone", NOW
+    ) == [
+        scheduled().to_dict(),
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "Expired",
+            "message": "gone",
+            "lastTransitionTime": "2024-01-01T12:00:00Z",
+            "lastProbeTime": "2024-01-01T12:00:00Z",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("before", "transition"),
+    [("True", "2024-01-01T12:00:00Z"), ("False", "2024-01-01T06:00:00Z")],
+)
+def test_the_transition_time_moves_only_when_the_status_flips(before: str, transition: str) -> None:
+    ready = ReservationCondition.from_dict(
+        {
+            "type": "Ready",
+            "status": before,
+            "reason": "Available",
+            "lastTransitionTime": "2024-01-01T06:00:00Z",
+        }
+    )
+    out = with_condition([ready, scheduled()], "Ready", ConditionStatus.FALSE, "Expired", "m", NOW)
+    assert out[0]["lastTransitionTime"] == transition
+    assert out[0]["lastProbeTime"] == "2024-01-01T12:00:00Z"
+    assert out[1] == scheduled().to_dict()

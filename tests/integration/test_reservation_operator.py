@@ -173,6 +173,25 @@ class Reservations:
         ordered = sorted(found.items, key=lambda e: (e.first_timestamp, e.metadata.name))
         return [(e.type, e.reason, e.message) for e in ordered]
 
+    async def expect_events(
+        self,
+        uid: str,
+        expected: list[Any],
+        part: Callable[[tuple[str, str, str]], Any] = lambda e: e,
+    ) -> None:
+        """Until the events (or the ``part`` of each) are ``expected``: they are posted just
+        after the status they explain, so a test reading right after the status may be early."""
+        seen: list[Any] = []
+
+        async def equal() -> bool:
+            seen[:] = [part(e) for e in await self.events(uid)]
+            return seen == expected
+
+        try:
+            await eventually(equal, within=15)
+        except AssertionError:
+            assert seen == expected
+
     async def delete_all(self) -> None:
         for name in self.names:
             with contextlib.suppress(ApiException):
@@ -240,9 +259,9 @@ async def test_ttl_expires_a_pending_and_an_available_reservation(
         )
         written = parse_time(ready["lastTransitionTime"])
         assert deadline <= written <= deadline + timedelta(seconds=PROMPT)
-        assert await reservations.events(created["metadata"]["uid"]) == [
-            ("Warning", "Expired", ready["message"])
-        ]
+        await reservations.expect_events(
+            created["metadata"]["uid"], [("Warning", "Expired", ready["message"])]
+        )
     # The scheduler's Scheduled condition is kept as it was.
     obj = await reservations.wait(available["metadata"]["name"], phase_is("Failed"))
     assert condition(obj, "Scheduled")["reason"] == "Scheduled"
@@ -274,9 +293,9 @@ async def test_node_deletion_fails_its_reservations_which_then_go(
     message = f"node {node} was deleted; the reservation holds nothing any more"
     for created in (available, waiting):
         await reservations.wait_gone(created["metadata"]["name"])
-        assert await reservations.events(created["metadata"]["uid"]) == [
-            ("Warning", "NodeDeleted", message)
-        ]
+        await reservations.expect_events(
+            created["metadata"]["uid"], [("Warning", "NodeDeleted", message)]
+        )
     obj = await reservations.wait(pinned["metadata"]["name"], lambda _: True)
     assert phase(obj) is None
     assert await reservations.events(pinned["metadata"]["uid"]) == []
@@ -302,10 +321,13 @@ async def test_allocate_once_succeeds_then_is_collected_and_the_owner_keeps_runn
     ready = condition(obj, "Ready")
     succeeded = f"allocated once by pod {namespace}/owner; the capacity it did not use is released"
     assert (ready["status"], ready["reason"], ready["message"]) == ("False", "Succeeded", succeeded)
-    assert await reservations.events(created["metadata"]["uid"]) == [
-        ("Normal", "OwnerAllocated", f"pod {namespace}/owner allocated cpu 500m, memory 1Gi"),
-        ("Normal", "Succeeded", succeeded),
-    ]
+    await reservations.expect_events(
+        created["metadata"]["uid"],
+        [
+            ("Normal", "OwnerAllocated", f"pod {namespace}/owner allocated cpu 500m, memory 1Gi"),
+            ("Normal", "Succeeded", succeeded),
+        ],
+    )
 
     # Garbage collection after the configured period, counted from the end.
     ended = parse_time(ready["lastProbeTime"])
@@ -351,12 +373,11 @@ async def test_a_reusable_reservation_follows_owners_that_come_and_go(
     obj = await reservations.wait(name, owners_are())
     assert "allocated" not in obj["status"]
     assert phase(obj) == "Available"
-    assert [reason for _, reason, _ in await reservations.events(created["metadata"]["uid"])] == [
-        "OwnerAllocated",
-        "OwnerAllocated",
-        "OwnerReleased",
-        "OwnerReleased",
-    ]
+    await reservations.expect_events(
+        created["metadata"]["uid"],
+        ["OwnerAllocated", "OwnerAllocated", "OwnerReleased", "OwnerReleased"],
+        lambda e: e[1],
+    )
 
 
 async def test_an_operator_restart_in_the_middle_loses_no_status(
@@ -390,13 +411,15 @@ async def test_an_operator_restart_in_the_middle_loses_no_status(
     assert condition(expired, "Ready")["reason"] == "Expired"
     await reservations.wait_gone(on_doomed["metadata"]["name"])
     # Recomputed, not repeated: one event per change, whichever process saw it.
-    assert [
-        message for _, _, message in await reservations.events(reusable["metadata"]["uid"])
-    ] == [
-        f"pod {namespace}/a allocated cpu 500m, memory 1Gi",
-        f"pod {namespace}/a no longer uses the reservation (finished or deleted)",
-        f"pod {namespace}/b allocated cpu 1, memory 1Gi",
-    ]
+    await reservations.expect_events(
+        reusable["metadata"]["uid"],
+        [
+            f"pod {namespace}/a allocated cpu 500m, memory 1Gi",
+            f"pod {namespace}/a no longer uses the reservation (finished or deleted)",
+            f"pod {namespace}/b allocated cpu 1, memory 1Gi",
+        ],
+        lambda e: e[2],
+    )
 
 
 def _passed(start: datetime, seconds: float) -> Callable[[], Any]:

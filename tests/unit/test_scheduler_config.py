@@ -349,7 +349,9 @@ def test_the_installed_configuration_enables_quotas_and_load_awareness() -> None
     plugins = resolve(config.profiles[0], Handle(ClusterView(), "berth-scheduler"))
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
     assert "CapacityScheduling" in names(plugins, "preFilter")
-    assert names(plugins, "reserve") == ["CapacityScheduling"]
+    assert names(plugins, "reserve") == ["CapacityScheduling", "Reservation"]
     assert "LoadAwareScheduling" in names(plugins, "filter")
     assert "LoadAwareScheduling" in names(plugins, "score")
     assert "NodeResourceTopologyMatch" in names(plugins, "filter")
+    assert "Reservation" in names(plugins, "preBind")
+    assert plugins.weights["Reservation"] == 5000

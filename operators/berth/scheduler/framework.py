@@ -92,6 +92,10 @@ class CycleState:
     nominated: Ints | None = None
     # The same nominated pods by row, for filters that look at pods rather than sums.
     nominated_pods: dict[int, list[PodInfo]] = field(default_factory=dict)
+    # Capacity given back to this pod per row (a reservation it may use there).
+    released: Ints | None = None
+    # Place regardless of what is requested on the nodes (a pre-allocated reservation).
+    ignore_requested: bool = False
     # Rows PreFilter plugins limited the attempt to, and which plugins did.
     node_subset: Mask | None = None
     node_subset_by: tuple[str, ...] = ()
@@ -179,6 +183,11 @@ class ReservePlugin(Protocol):
 
 
 @runtime_checkable
+class PreBindPlugin(Protocol):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+
+@runtime_checkable
 class BindPlugin(Protocol):
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 
@@ -190,10 +199,11 @@ EXTENSION_POINTS: dict[str, type] = {
     "postFilter": PostFilterPlugin,
     "score": ScorePlugin,
     "reserve": ReservePlugin,
+    "preBind": PreBindPlugin,
     "bind": BindPlugin,
 }
 # Extension points kube-scheduler has and Berth accepts in configuration, with no plugin
 # of Berth's implementing them (queueSort is PrioritySort, built into the queue).
 ACCEPTED_POINTS = frozenset(
-    {"multiPoint", "queueSort", "preScore", "permit", "preBind", "postBind", *EXTENSION_POINTS}
+    {"multiPoint", "queueSort", "preScore", "permit", "postBind", *EXTENSION_POINTS}
 )

@@ -38,6 +38,7 @@ from berth.scheduler.framework import (
 from berth.scheduler.messages import histogram_text
 from berth.scheduler.nodetable import Ints
 from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.reservations import is_reservation
 
 logger = log.get(__name__)
 
@@ -177,7 +178,11 @@ class Evaluator:
         """Fewest pods to evict from the node so the pod fits, or why no eviction would do."""
         nodes = self.handle.view.nodes
         assumed = self.handle.view.assumed
-        potential = [p for p in policy.potential_victims(pod, row) if p.uid not in assumed]
+        potential = [
+            p
+            for p in policy.potential_victims(pod, row)
+            if p.uid not in assumed and not is_reservation(p)  # reserved capacity stays
+        ]
         if not potential:
             return (NO_VICTIMS,)
         for victim in potential:

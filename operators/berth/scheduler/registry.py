@@ -23,6 +23,7 @@ from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
 
@@ -42,6 +43,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         CapacityScheduling,
         LoadAwareScheduling,
         NodeResourceTopologyMatch,
+        Reservation,
     )
 }
 # The queue orders pods itself (priority, then creation time): PrioritySort is accepted.
@@ -62,9 +64,7 @@ DEFAULTS: tuple[PluginRef, ...] = (
     PluginRef(name="DefaultBinder"),
 )
 
-# Plugins that arrive with the Berth features still being built, and kube-scheduler
-# plugins Berth does not implement: named in the error so users know which it is.
-COMING = frozenset({"Reservation", "LoadAwareScheduling", "NodeResourceTopologyMatch"})
+# kube-scheduler plugins Berth does not implement: named in the error so users know.
 NOT_IMPLEMENTED = frozenset(
     {
         "PodTopologySpread",
@@ -82,8 +82,6 @@ NOT_IMPLEMENTED = frozenset(
 def _check_known(name: str, where: str) -> None:
     if name == "*" or name in PLUGINS:
         return
-    if name in COMING:
-        raise ConfigError(f"{where}: plugin {name!r} is not available in this Berth version yet")
     if name in NOT_IMPLEMENTED:
         raise ConfigError(f"{where}: kube-scheduler plugin {name!r} is not implemented by Berth")
     raise ConfigError(f"{where}: unknown plugin {name!r} (known: {', '.join(sorted(PLUGINS))})")

@@ -30,9 +30,12 @@ from berth.scheduler.config import SchedulerConfiguration
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.framework import CycleState, Handle, PostFilterResult
 from berth.scheduler.messages import FitError, fit_message
+from berth.scheduler.placement import ReservationPlacement
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.registry import ProfilePlugins, resolve
+from berth.scheduler.reservations import KIND as RESERVATION
+from berth.scheduler.reservations import is_reservation
 from berth.scheduler.view import ClusterView
 from berth.scheduler.writer import Writer
 
@@ -69,6 +72,14 @@ class Scheduler:
             cycle = Cycle(plugins, self.view, config.percentage_of_nodes_to_score)
             handle.reasons_at = cycle.reasons_at
             self.profiles[profile.scheduler_name] = Profile(plugins, cycle)
+        self.placement = ReservationPlacement(
+            self.view,
+            self.queue,
+            self.writer,
+            default_scheduler=config.profiles[0].scheduler_name,
+            schedulers=frozenset(self.profiles),
+        )
+        self.view.custom_listeners.setdefault(RESERVATION, []).append(self.placement.on_reservation)
         self.view.listeners.append(lambda event, _pod: self.queue.move_all(event))
         self.view.pod_listeners.append(self._on_pod)
         core = CoreV1Api(api)
@@ -170,6 +181,10 @@ class Scheduler:
             if self.metrics is not None:
                 for queue, count in self.queue.counts().items():
                     self.metrics.set_pending(queue, count)
+            try:
+                await self.placement.check_waiting()
+            except Exception:
+                logger.exception("checking waiting reservations failed", namespace=None)
             if time.monotonic() - last_flush >= LEFTOVER_FLUSH_SECONDS:
                 last_flush = time.monotonic()
                 self.queue.flush_unschedulable_leftovers()
@@ -188,6 +203,9 @@ class Scheduler:
         profile = self.profiles[current.scheduler_name]
         state = CycleState()
         started = time.perf_counter()
+        if is_reservation(current):
+            await self._place_reservation(profile, state, current, started)
+            return
         try:
             placement = profile.cycle.schedule(state, current)
         except FitError as fit:
@@ -215,6 +233,31 @@ class Scheduler:
             reserved.append(plugin)
         self._record("scheduled", started, profile)
         self._spawn(self._bind(profile, state, current, node, reserved))
+
+    async def _place_reservation(
+        self, profile: Profile, state: CycleState, pod: PodInfo, started: float
+    ) -> None:
+        """A reservation goes through the same cycle; its outcome is written to its status."""
+        spec = pod.extra[RESERVATION].get("spec") or {}
+        pre_allocated = bool(spec.get("preAllocation"))
+        state.ignore_requested = pre_allocated
+        try:
+            placement = profile.cycle.schedule(state, pod)
+        except FitError as fit:
+            self.queue.unschedulable(pod)
+            self._record("unschedulable", started, profile)
+            await self.placement.unschedulable(pod, fit_message(fit.diagnosis))
+            return
+        except Exception:
+            logger.exception("placing a reservation failed", namespace=None, name=pod.name)
+            self.queue.retry(pod)
+            self._record("error", started, profile)
+            return
+        self._record("scheduled", started, profile)
+        if await self.placement.placed(pod, placement.node, pre_allocated):
+            self.queue.done(pod.uid)
+        else:
+            self.queue.retry(pod)
 
     async def _unschedulable(
         self, profile: Profile, state: CycleState, pod: PodInfo, fit: FitError, started: float
@@ -256,9 +299,14 @@ class Scheduler:
         self, profile: Profile, state: CycleState, pod: PodInfo, node: str, reserved: list[Any]
     ) -> None:
         status = None
-        for plugin in profile.plugins.at("bind"):
-            status = await plugin.bind(state, pod, node)
-            break
+        for plugin in profile.plugins.at("preBind"):
+            status = await plugin.pre_bind(state, pod, node)
+            if not status.ok:
+                break
+        if status is None or status.ok:
+            for plugin in profile.plugins.at("bind"):
+                status = await plugin.bind(state, pod, node)
+                break
         if status is not None and status.ok:
             self.queue.done(pod.uid)
             logger.debug("bound", namespace=pod.namespace, name=pod.name, node=node)

@@ -18,6 +18,8 @@ import numpy as np
 from berth import log
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.reservations import KIND as RESERVATION
+from berth.scheduler.reservations import ReservationBook, is_reservation
 
 if TYPE_CHECKING:
     from berth.scheduler.framework import CycleState
@@ -56,6 +58,12 @@ class ClusterView:
     )
     listeners: list[Callable[[str, PodInfo | None], None]] = field(default_factory=list)
     pod_listeners: list[Callable[[str, PodInfo], None]] = field(default_factory=list)
+    reservations: ReservationBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reservations = ReservationBook(self)
+        self.custom_listeners.setdefault(RESERVATION, []).append(self.reservations.on_reservation)
+        self.pod_listeners.append(self.reservations.on_pod)
 
     # -- counting ----------------------------------------------------------------------
 
@@ -99,6 +107,7 @@ class ClusterView:
         if not known:
             for pod in self.orphans.pop(name, {}).values():
                 self.nodes.add_pod(row, pod)
+            self.reservations.on_node_added(name)
         self._emit(NODE_CHANGED if known else NODE_ADDED, None)
 
     def on_pod(self, kind: str, raw: dict[str, Any]) -> None:
@@ -232,9 +241,13 @@ class ClusterView:
         placed_at = self.placed_at
         return [
             pod
-            for pod in self.nodes.pods[row].values()
+            for pod in self.pods_at(row)
             if placed_at.get(pod.uid, 0.0) >= reported_at or not reported(pod)
         ]
+
+    def pods_at(self, row: int) -> list[PodInfo]:
+        """The real pods counted on a node (not the capacity reservations hold there)."""
+        return [p for p in self.nodes.pods[row].values() if not is_reservation(p)]
 
     def pods_on(self, node: str) -> list[PodInfo]:
         row = self.nodes.index.get(node)

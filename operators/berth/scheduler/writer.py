@@ -16,10 +16,12 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
+from berth.api.reservation import GROUP as RESERVATION_GROUP
+from berth.api.reservation import VERSION as RESERVATION_VERSION
 from berth.kube import succeeded
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
@@ -61,6 +63,7 @@ class Writer:
         # Typed as Any: bodies are plain dicts and patches name their content type, which
         # the client accepts at run time but its type stubs do not describe.
         self.core: Any = CoreV1Api(api)
+        self.custom: Any = CustomObjectsApi(api)
         self.component = component
         self.instance = f"{component}-{uuid.uuid4().hex[:8]}"
         self.bucket = TokenBucket(qps, burst)
@@ -148,6 +151,33 @@ class Writer:
         }
         await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC)
         self._conditions[pod.uid] = message
+
+    async def annotate(self, pod: PodInfo, annotations: dict[str, str]) -> None:
+        await self.bucket.take()
+        await succeeded(
+            self.core.patch_namespaced_pod(
+                pod.name,
+                pod.namespace,
+                {"metadata": {"annotations": annotations}},
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+
+    async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
+        """A merge patch of a Reservation's status (lists, like conditions, are replaced)."""
+        await self.bucket.take()
+        await succeeded(
+            self.custom.patch_cluster_custom_object_status(
+                RESERVATION_GROUP,
+                RESERVATION_VERSION,
+                "reservations",
+                name,
+                {"status": status},
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
         await self._patch_status(pod, {"nominatedNodeName": node or None}, MERGE)

@@ -15,10 +15,11 @@ class NodeName(Plugin):
     name = "NodeName"
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        if not pod.node_name:
+        pinned = (pod.raw.get("spec") or {}).get("nodeName")
+        if not pinned:
             return Verdict.all(nodes)
         failed = np.ones(nodes.size, dtype=bool)
-        row = nodes.index.get(pod.node_name)
+        row = nodes.index.get(pinned)
         if row is not None:
             failed[row] = False
         return Verdict.failing(nodes, failed, REASON, resolvable=False)

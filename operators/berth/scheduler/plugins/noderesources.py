@@ -24,13 +24,16 @@ STRATEGIES = ("LeastAllocated", "MostAllocated")
 
 
 def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
-    """Allocatable minus requested (and held for nominated preemptors), per row and column."""
+    """Allocatable minus requested (and held for nominated preemptors), plus what a
+    reservation gives back to its owner, per row and column."""
+    if state.ignore_requested:
+        return nodes.allocatable[: nodes.size].copy()
     free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
-    held = state.nominated
-    if held is not None:
-        if held.shape[1] < free.shape[1]:  # a resource first seen after it was built
-            held = np.pad(held, ((0, 0), (0, free.shape[1] - held.shape[1])))
-        free = free - held[: nodes.size]
+    for table, sign in ((state.nominated, -1), (state.released, 1)):
+        if table is not None:
+            if table.shape[1] < free.shape[1]:  # a resource first seen after it was built
+                table = np.pad(table, ((0, 0), (0, free.shape[1] - table.shape[1])))
+            free = free + sign * table[: nodes.size]
     return free
 
 

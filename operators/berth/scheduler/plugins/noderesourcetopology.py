@@ -78,7 +78,7 @@ class NodeResourceTopologyMatch(Plugin):
             return cached[1]
         since = topology.reported_at
         if topology.fingerprint:
-            pods = view.nodes.pods[row].values()
+            pods = view.pods_at(row)
             if sign((p.namespace, p.name) for p in pods) == topology.fingerprint:
                 self._matched_at[node] = topology.reported_at
                 self._pending[row] = (key, {})

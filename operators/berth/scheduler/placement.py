@@ -1,0 +1,200 @@
+"""Placing Reservations: a Pending reservation is scheduled as the pod its template
+describes, and the outcome is written to its status instead of a binding.
+
+Success: ``status.nodeName``, ``status.allocatable`` (the template's requests), phase
+``Available`` with ``Scheduled=True`` and ``Ready=True``, and the capacity is held at once.
+``preAllocation: true`` places without the free-capacity check: phase ``Waiting``
+(``Ready=False/Waiting``) until the node has room, then ``Available``. Failure: phase stays
+``Pending`` with ``Scheduled=False/Unschedulable`` saying why per node, a warning event, and
+a retry when the cluster changes. Status writes are merge patches and replace the
+conditions list, so both conditions are always written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from berth import log
+from berth.api.reservation import GROUP, VERSION, ReservationPhase
+from berth.quota.usage import as_resource_list
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.queue import SchedulingQueue
+from berth.scheduler.reservations import KIND, Held, template_pod
+from berth.scheduler.view import ClusterView
+from berth.scheduler.writer import Writer
+
+logger = log.get(__name__)
+
+API_VERSION = f"{GROUP}/{VERSION}"
+NO_REQUESTS = (
+    "the template requests no resources: a reservation holds what its template's "
+    "containers request (spec.template.spec.containers[].resources.requests)"
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _now(),
+        "lastProbeTime": _now(),
+    }
+
+
+@dataclass
+class ReservationPlacement:
+    view: ClusterView
+    queue: SchedulingQueue
+    writer: Writer
+    default_scheduler: str
+    schedulers: frozenset[str]
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    # -- intake ----------------------------------------------------------------------------
+
+    def on_reservation(self, event: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid", "")
+        phase = (obj.get("status") or {}).get("phase")
+        pending = event != "DELETED" and phase in (None, ReservationPhase.PENDING)
+        if not pending or meta.get("deletionTimestamp"):
+            self.queue.delete(uid)
+            return
+        pod = template_pod(obj, self.view.priority_classes)
+        if not (pod.raw.get("spec") or {}).get("schedulerName"):
+            pod.scheduler_name = self.default_scheduler
+        if pod.scheduler_name not in self.schedulers:
+            return  # another scheduler's reservation
+        if uid in self.view.reservations.held:
+            return  # placed a moment ago; the watch has not caught up
+        if not pod.requests:
+            self.writer.event(
+                obj, KIND, "FailedScheduling", NO_REQUESTS, warning=True, api_version=API_VERSION
+            )
+            self._spawn_status(obj, self._unschedulable_status(NO_REQUESTS))
+            return
+        self.queue.add(pod)
+
+    def _spawn_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(obj, status))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, obj: dict[str, Any], status: dict[str, Any]) -> bool:
+        name = (obj.get("metadata") or {}).get("name", "")
+        try:
+            await self.writer.reservation_status(name, status)
+        except Exception as err:
+            logger.warning(
+                "reservation status not written", namespace=None, name=name, error=str(err)
+            )
+            return False
+        return True
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    async def placed(self, pod: PodInfo, node: str, pre_allocated: bool) -> bool:
+        """Write the placement; the capacity is held from now on (False: not written)."""
+        obj: dict[str, Any] = pod.extra[KIND]
+        phase = ReservationPhase.WAITING if pre_allocated else ReservationPhase.AVAILABLE
+        ready = (
+            condition(
+                "Ready", False, "Waiting", f"waiting for {node} to free the reserved capacity"
+            )
+            if pre_allocated
+            else condition("Ready", True, "Available", "the reserved capacity is held")
+        )
+        status = {
+            "phase": str(phase),
+            "nodeName": node,
+            "allocatable": as_resource_list(pod.requests),
+            "conditions": [
+                condition("Scheduled", True, "Scheduled", f"placed on node {node}"),
+                ready,
+            ],
+        }
+        held_obj = {**obj, "status": {**(obj.get("status") or {}), **status}}
+        self.view.reservations.on_reservation("MODIFIED", held_obj)
+        if not await self._write(obj, status):
+            self.view.reservations.release(pod.uid)
+            return False
+        message = f"Reservation {pod.name} placed on node {node}"
+        self.writer.event(obj, KIND, "Scheduled", message, api_version=API_VERSION)
+        logger.info(
+            "reservation placed", namespace=None, name=pod.name, node=node, phase=str(phase)
+        )
+        return True
+
+    def _unschedulable_status(self, message: str) -> dict[str, Any]:
+        return {
+            "phase": str(ReservationPhase.PENDING),
+            "conditions": [
+                condition("Scheduled", False, "Unschedulable", message),
+                condition("Ready", False, "Unschedulable", "not placed yet"),
+            ],
+        }
+
+    async def unschedulable(self, pod: PodInfo, message: str) -> None:
+        obj: dict[str, Any] = pod.extra[KIND]
+        pinned = (pod.raw.get("spec") or {}).get("nodeName")
+        if pinned and pinned not in self.view.nodes.index:
+            message = f"node {pinned} (spec.template.spec.nodeName) does not exist; {message}"
+        current = [
+            c
+            for c in (obj.get("status") or {}).get("conditions") or ()
+            if c.get("type") == "Scheduled"
+        ]
+        self.writer.event(
+            obj, KIND, "FailedScheduling", message, warning=True, api_version=API_VERSION
+        )
+        if current and current[0].get("message") == message:
+            return  # already says so
+        await self._write(obj, self._unschedulable_status(message))
+
+    # -- Waiting -> Available ----------------------------------------------------------------
+
+    async def check_waiting(self) -> None:
+        """A pre-allocated reservation becomes Available once its node has room for it."""
+        nodes = self.view.nodes
+        for held in list(self.view.reservations.held.values()):
+            status = held.reservation.status
+            if status is None or status.phase != ReservationPhase.WAITING:
+                continue
+            row = nodes.index.get(held.node)
+            if row is None or held.counted is None:
+                continue
+            others = (
+                nodes.requested[row]
+                - nodes.vector(held.counted.requests)[: nodes.requested.shape[1]]
+            )
+            need = nodes.vector(held.allocatable)[: nodes.requested.shape[1]]
+            if ((nodes.allocatable[row] - others) >= need).all():
+                await self._available(held)
+
+    async def _available(self, held: Held) -> None:
+        status = {
+            "phase": str(ReservationPhase.AVAILABLE),
+            "conditions": [
+                condition("Scheduled", True, "Scheduled", f"placed on node {held.node}"),
+                condition("Ready", True, "Available", "the reserved capacity is held"),
+            ],
+        }
+        if await self._write(held.raw, status):
+            obj = {**held.raw, "status": {**(held.raw.get("status") or {}), **status}}
+            self.view.reservations.on_reservation("MODIFIED", obj)
+            self.writer.event(
+                held.raw,
+                KIND,
+                "Available",
+                f"node {held.node} has room: the capacity is held",
+                api_version=API_VERSION,
+            )

@@ -1,0 +1,182 @@
+"""Reservation: owner pods allocate from the reservations that match them.
+
+PreFilter finds the reservations the pod may use (it is an owner, any reservation-affinity
+matches, it tolerates the reservation's taints, the reservation is Available and still has
+something to offer) and gives their capacity back to the pod on their nodes: ``Aligned``
+adds what is left of the reservation to the node's free capacity; ``Restricted`` only
+when the pod fits in what is left, for every resource the reservation holds. A pod with
+reservation-affinity is limited to such nodes and never falls back to ordinary capacity.
+Score prefers nodes with a usable reservation. Reserve takes the pod's share of the one
+that ends up most allocated; PreBind writes the ``reservation-allocated`` annotation, the
+truth of ownership for the operator and for a restarted scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from berth.api.reservation import AllocatePolicy, ReservationPhase
+from berth.podresources import Resources
+from berth.reservation.matching import (
+    AffinityError,
+    PodFacts,
+    ReservationAffinity,
+    affinity_of,
+    is_owner,
+    tolerates,
+)
+from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.scheduler.framework import (
+    MAX_NODE_SCORE,
+    SUCCESS,
+    Code,
+    CycleState,
+    Handle,
+    Plugin,
+    Status,
+    unschedulable,
+)
+from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.reservations import Held, is_reservation
+
+NO_MATCH = "no Reservation matches the pod's reservation-affinity"
+
+
+@dataclass
+class Usable:
+    """The reservations a pod may use, by node row, and the one Reserve chose."""
+
+    by_row: dict[int, list[Held]]
+    chosen: Held | None = None
+
+
+def facts(pod: PodInfo) -> PodFacts:
+    meta = pod.raw.get("metadata") or {}
+    return PodFacts(
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        labels=pod.labels,
+        annotations=pod.annotations,
+        owner_references=tuple(meta.get("ownerReferences") or ()),
+        tolerations=pod.tolerations,
+    )
+
+
+def fits_restricted(held: Held, requests: Resources) -> bool:
+    left = held.remaining()
+    return all(requests.get(r, 0) <= left[r] for r in left if requests.get(r, 0) > 0)
+
+
+def allocated_fraction(held: Held, requests: Resources) -> float:
+    """How full the reservation would be with the pod in it (MostAllocated picks the max)."""
+    fractions = []
+    left = held.remaining()
+    for resource, total in held.allocatable.items():
+        if total > 0:
+            used = total - left.get(resource, 0) + requests.get(resource, 0)
+            fractions.append(min(used, total) / total)
+    return sum(fractions) / len(fractions) if fractions else 0.0
+
+
+class Reservation(Plugin):
+    name = "Reservation"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.book = handle.view.reservations
+
+    def usable(self, pod: PodInfo, affinity: ReservationAffinity | None) -> list[Held]:
+        pod_facts = facts(pod)
+        found = []
+        for held in self.book.held.values():
+            reservation = held.reservation
+            phase = reservation.status.phase if reservation.status else None
+            if phase != ReservationPhase.AVAILABLE or reservation.spec.unschedulable:
+                continue
+            if held.used_up or not is_owner(reservation, pod_facts):
+                continue
+            if affinity is not None and not affinity.matches(reservation):
+                continue
+            if not tolerates(reservation, pod_facts):
+                continue
+            if (
+                reservation.spec.allocate_policy == AllocatePolicy.RESTRICTED
+                and not fits_restricted(held, pod.requests)
+            ):
+                continue
+            found.append(held)
+        return found
+
+    # -- PreFilter / Score ----------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        if is_reservation(pod) or facts(pod).ignores_reservations:
+            return SUCCESS
+        try:
+            affinity = affinity_of(pod.annotations)
+        except AffinityError as err:
+            return unschedulable(self.name, str(err), resolvable=False)
+        by_row: dict[int, list[Held]] = {}
+        for held in self.usable(pod, affinity):
+            row = nodes.index.get(held.node)
+            if row is not None:
+                by_row.setdefault(row, []).append(held)
+        if affinity is not None and not by_row:
+            return unschedulable(self.name, NO_MATCH)
+        if by_row:
+            released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
+            pods_column = nodes.columns["pods"]
+            for row, candidates in by_row.items():
+                best = max(candidates, key=lambda h: sum(h.remaining().values()))
+                released[row] += nodes.vector(best.remaining())[: released.shape[1]]
+                released[row, pods_column] += 1  # the slot the reservation keeps for it
+            state.released = released
+            if affinity is not None:
+                rows = np.zeros(nodes.size, dtype=bool)
+                rows[list(by_row)] = True
+                state.limit_nodes(rows, self.name)
+        state.data[self.name] = Usable(by_row)
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        usable: Usable | None = state.data.get(self.name)
+        if usable is None or not usable.by_row:
+            return np.zeros(len(rows), dtype=np.int64)
+        with_reservation = np.array([int(r) in usable.by_row for r in rows])
+        return np.where(with_reservation, MAX_NODE_SCORE, 0).astype(np.int64)
+
+    # -- Reserve / PreBind ------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        usable: Usable | None = state.data.get(self.name)
+        row = self.handle.view.nodes.index.get(node)
+        if usable is None or row is None or row not in usable.by_row:
+            return SUCCESS
+        chosen = max(usable.by_row[row], key=lambda h: allocated_fraction(h, pod.requests))
+        self.book.allocate(chosen, pod)
+        usable.chosen = chosen
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        usable: Usable | None = state.data.get(self.name)
+        if usable is not None and usable.chosen is not None:
+            self.book.unallocate(usable.chosen, pod)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        usable: Usable | None = state.data.get(self.name)
+        if usable is None or usable.chosen is None:
+            return SUCCESS
+        writer = self.handle.writer
+        assert writer is not None
+        value = json.dumps({"name": usable.chosen.name, "uid": usable.chosen.uid})
+        try:
+            await writer.annotate(pod, {ALLOCATED_ANNOTATION: value})
+        except Exception as err:  # the binding must not go ahead without the annotation
+            return Status(Code.ERROR, (f"reservation annotation not written: {err}",), self.name)
+        return SUCCESS

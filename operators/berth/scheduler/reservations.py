@@ -1,0 +1,241 @@
+"""Reservations in the scheduler's view: what each one holds on its node, and for whom.
+
+An Available or Waiting reservation counts on its node as a pod that requests what the
+reservation still holds: its allocatable minus what its owners use (an allocateOnce
+reservation holds nothing once one owner is in). Every other pod sees that capacity as
+taken, at any priority, and preemption never evicts it. Owners are the pods carrying the
+``reservation-allocated`` annotation (from the watch) and the pods this scheduler has just
+placed into it (Reserve), so a burst of owners sees the reservation shrink at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from berth import log
+from berth.api.reservation import Reservation, ReservationPhase
+from berth.podresources import Resources
+from berth.reservation.owners import owner_pod
+from berth.scheduler.podinfo import PodInfo
+
+if TYPE_CHECKING:
+    from berth.scheduler.view import ClusterView
+
+logger = log.get(__name__)
+
+KIND = "Reservation"
+HOLDING = frozenset({ReservationPhase.AVAILABLE, ReservationPhase.WAITING})
+PSEUDO_PREFIX = "reservation/"
+
+
+def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]]) -> PodInfo:
+    """The pod a reservation is placed as: its template, named and identified after it."""
+    meta = obj.get("metadata") or {}
+    template = (obj.get("spec") or {}).get("template") or {}
+    spec = dict(template.get("spec") or {})
+    if "priority" not in spec and spec.get("priorityClassName") in priority_classes:
+        spec["priority"] = priority_classes[spec["priorityClassName"]].get("value", 0)
+    raw = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": meta.get("name", ""),
+            "namespace": "",
+            "uid": meta.get("uid", ""),
+            "creationTimestamp": meta.get("creationTimestamp"),
+            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+        },
+        "spec": spec,
+        "status": {},
+    }
+    pod = PodInfo.from_pod(raw)
+    pod.node_name = ""  # a pinned template (spec.nodeName) is not bound: NodeName checks it
+    pod.extra[KIND] = obj
+    return pod
+
+
+@dataclass
+class Held:
+    """One reservation holding capacity on a node."""
+
+    reservation: Reservation
+    raw: dict[str, Any]
+    node: str
+    allocatable: Resources
+    template: PodInfo
+    # owner pod uid -> its requests
+    owners: dict[str, Resources] = field(default_factory=dict)
+    counted: PodInfo | None = None
+
+    @property
+    def uid(self) -> str:
+        return self.reservation.metadata.uid or ""
+
+    @property
+    def name(self) -> str:
+        return self.reservation.metadata.name or ""
+
+    @property
+    def used_up(self) -> bool:
+        """allocateOnce and an owner is in: nothing more to offer or hold."""
+        return self.reservation.spec.allocate_once and bool(self.owners)
+
+    def remaining(self) -> Resources:
+        if self.used_up:
+            return {}
+        left = dict(self.allocatable)
+        for requests in self.owners.values():
+            for resource, value in requests.items():
+                if resource in left:
+                    left[resource] = max(0, left[resource] - value)
+        return left
+
+
+@dataclass
+class ReservationBook:
+    view: ClusterView
+    held: dict[str, Held] = field(default_factory=dict)
+    # reservation uid -> owner pods placed by this scheduler, not yet seen annotated
+    assumed: dict[str, dict[str, Resources]] = field(default_factory=dict)
+    by_name: dict[str, str] = field(default_factory=dict)
+
+    def on_reservation(self, event: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid", "")
+        if event == "DELETED":
+            self.release(uid)
+            return
+        try:
+            reservation = Reservation.model_validate(obj)
+        except ValueError as err:
+            logger.warning(
+                "reservation not understood", namespace=None, name=meta.get("name"), error=str(err)
+            )
+            return
+        status = reservation.status
+        if status is None or status.phase not in HOLDING or not status.node_name:
+            self.release(uid)
+            return
+        self.hold(obj, reservation, status.node_name)
+
+    def hold(self, obj: dict[str, Any], reservation: Reservation, node: str) -> Held:
+        """Count the reservation on its node (again, if it changed)."""
+        uid = reservation.metadata.uid or ""
+        previous = self.held.get(uid)
+        template = template_pod(obj, self.view.priority_classes)
+        held = Held(
+            reservation=reservation,
+            raw=obj,
+            node=node,
+            allocatable=dict(template.requests),
+            template=template,
+            owners=previous.owners if previous is not None else self._owners_of(reservation),
+        )
+        if previous is not None:
+            self._uncount(previous)
+        self.held[uid] = held
+        self.by_name[held.name] = uid
+        self._count(held)
+        return held
+
+    def release(self, uid: str) -> None:
+        held = self.held.pop(uid, None)
+        if held is not None:
+            self._uncount(held)
+            if self.by_name.get(held.name) == uid:
+                del self.by_name[held.name]
+        self.assumed.pop(uid, None)
+
+    def _owners_of(self, reservation: Reservation) -> dict[str, Resources]:
+        owners: dict[str, Resources] = {}
+        for pod in self.view.pods.values():
+            found = owner_pod(pod.raw)
+            if found is None:
+                continue
+            name, owner = found
+            if (
+                name == reservation.metadata.name
+                and owner.holding
+                and (owner.reservation_uid in (None, reservation.metadata.uid))
+            ):
+                owners[pod.uid] = pod.requests
+        owners.update(self.assumed.get(reservation.metadata.uid or "", {}))
+        return owners
+
+    # -- owners --------------------------------------------------------------------------
+
+    def on_pod(self, kind: str, pod: PodInfo) -> None:
+        """Owners come and go with the annotated pods of the watch."""
+        found = owner_pod(pod.raw) if kind != "DELETED" else None
+        for held in self.held.values():
+            if pod.uid in held.owners and (found is None or not found[1].holding):
+                if pod.uid in self.assumed.get(held.uid, {}) and kind != "DELETED":
+                    continue  # placed by us a moment ago; the watch has not caught up
+                del held.owners[pod.uid]
+                self._recount(held)
+        if found is None or not found[1].holding:
+            return
+        name, owner = found
+        uid = owner.reservation_uid or self.by_name.get(name, "")
+        target = self.held.get(uid)
+        if target is not None and pod.uid not in target.owners:
+            target.owners[pod.uid] = pod.requests
+            self._recount(target)
+        self.assumed.get(uid, {}).pop(pod.uid, None)
+
+    def allocate(self, held: Held, pod: PodInfo) -> None:
+        """Reserve: the pod takes its share of the reservation now."""
+        self.assumed.setdefault(held.uid, {})[pod.uid] = pod.requests
+        held.owners[pod.uid] = pod.requests
+        self._recount(held)
+
+    def unallocate(self, held: Held, pod: PodInfo) -> None:
+        self.assumed.get(held.uid, {}).pop(pod.uid, None)
+        if held.owners.pop(pod.uid, None) is not None:
+            self._recount(held)
+
+    # -- counting on the node --------------------------------------------------------------
+
+    def _count(self, held: Held) -> None:
+        row = self.view.nodes.index.get(held.node)
+        remaining = held.remaining()
+        if row is None or held.used_up:
+            held.counted = None
+            return
+        counted = dataclasses.replace(
+            held.template,
+            uid=PSEUDO_PREFIX + held.uid,
+            requests=remaining,
+            nonzero_cpu=remaining.get("cpu", 0),
+            nonzero_memory=remaining.get("memory", 0),
+            extra={KIND: held.raw},
+        )
+        self.view.nodes.add_pod(row, counted)
+        held.counted = counted
+
+    def _uncount(self, held: Held) -> None:
+        if held.counted is None:
+            return
+        row = self.view.nodes.index.get(held.node)
+        if row is not None:
+            self.view.nodes.remove_pod(row, held.counted)
+        held.counted = None
+
+    def _recount(self, held: Held) -> None:
+        self._uncount(held)
+        self._count(held)
+
+    def on_node_added(self, node: str) -> None:
+        for held in self.held.values():
+            if held.node == node and held.counted is None:
+                self._count(held)
+
+    def on(self, node: str) -> list[Held]:
+        return [h for h in self.held.values() if h.node == node]
+
+
+def is_reservation(pod: PodInfo) -> bool:
+    """A reservation's stand-in (its template, or the capacity it holds on a node)."""
+    return KIND in pod.extra

@@ -1,0 +1,313 @@
+"""Reservations end to end on the local cluster, through a real `berth run` (the scheduler
+with the Reservation plugin, and the operators): each test is a user story of the design.
+
+Each test has its own kwok nodes (selected by a label in the templates and pods), so the
+session's other nodes stay out of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
+
+from tests.integration.cluster import Nodes, Pods, PriorityClasses, pod_body
+from tests.integration.processes import BerthRun
+from tests.support import eventually
+
+GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "reservations"
+ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+Json = dict[str, Any]
+
+
+def short(namespace: str) -> str:
+    return "rs-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+
+
+class Story:
+    """The test's nodes, reservations and pods, and the scheduler name they use."""
+
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.group = short(namespace)
+        self.scheduler = self.group
+        self.nodes = Nodes(api, self.group)
+        self.pods = Pods(api, namespace)
+        self.custom = CustomObjectsApi(api)
+        self.names: list[str] = []
+
+    async def node(self, suffix: str, cpu: str = "4") -> str:
+        return await self.nodes.add(
+            suffix,
+            labels={"berth.test/group": self.group},
+            allocatable={"cpu": cpu, "memory": "16Gi", "pods": "110"},
+        )
+
+    def select(self) -> dict[str, str]:
+        return {"berth.test/group": self.group}
+
+    async def reserve(
+        self, suffix: str, cpu: str | None, *, owners: list[Json] | None = None, **spec: Any
+    ) -> str:
+        name = f"{self.group}-{suffix}"
+        requests = {"cpu": cpu} if cpu else {}
+        template_spec: Json = {
+            "schedulerName": self.scheduler,
+            "nodeSelector": self.select(),
+            "containers": [
+                {"name": "c", "image": "registry.local/app", "resources": {"requests": requests}}
+            ],
+        }
+        if "nodeName" in spec:
+            template_spec["nodeName"] = spec.pop("nodeName")
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Reservation",
+            "metadata": {"name": name},
+            "spec": {
+                "template": {"spec": template_spec},
+                "owners": owners or [{"labelSelector": {"matchLabels": {"app": self.group}}}],
+                **spec,
+            },
+        }
+        await self.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+        self.names.append(name)
+        return name
+
+    async def get(self, name: str) -> Json:
+        obj: Json = await self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        return obj
+
+    async def wait_phase(self, name: str, phase: str, within: float = 30) -> Json:
+        seen: list[Json] = []
+
+        async def there() -> bool:
+            seen[:] = [await self.get(name)]
+            return bool((seen[0].get("status") or {}).get("phase") == phase)
+
+        try:
+            await eventually(there, within)
+        except AssertionError as err:
+            raise AssertionError(
+                f"{name}: status {seen[0].get('status')} (wanted {phase})"
+            ) from err
+        return seen[0]
+
+    def owner(self, name: str, cpu: str, **kwargs: Any) -> Json:
+        labels = {"app": self.group}
+        return pod_body(
+            name, self.scheduler, cpu=cpu, labels=labels, nodeSelector=self.select(), **kwargs
+        )
+
+    def stranger(self, name: str, cpu: str, **kwargs: Any) -> Json:
+        return pod_body(name, self.scheduler, cpu=cpu, nodeSelector=self.select(), **kwargs)
+
+    async def allocated_to(self, pod: str) -> str | None:
+        annotations = (await self.pods.get(pod)).metadata.annotations or {}
+        text = annotations.get(ALLOCATED)
+        return json.loads(text)["name"] if text else None
+
+    async def close(self) -> None:
+        for name in self.names:
+            with contextlib.suppress(Exception):
+                await self.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        await self.nodes.delete_all()
+
+
+@pytest.fixture
+async def story(api: ApiClient, crds: None, namespace: str) -> AsyncIterator[Story]:
+    made = Story(api, namespace)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+@pytest.fixture
+def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[BerthRun]:
+    """`berth run` with the installed profile's Reservation settings, under this test's name."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "podInitialBackoffSeconds": 0.5,
+        "podMaxBackoffSeconds": 2,
+        "profiles": [
+            {
+                "schedulerName": short(namespace),
+                "plugins": {"multiPoint": {"enabled": [{"name": "Reservation", "weight": 5000}]}},
+            }
+        ],
+    }
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    process = BerthRun(kubeconfig_path, path, tmp_path / "berth.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def test_reserve_then_scale_a_deployment_into_it(story: Story, berth: BerthRun) -> None:
+    await story.node("a")
+    await story.node("b")
+    name = await story.reserve("scale", "2", allocateOnce=False)
+    reserved = await story.wait_phase(name, "Available")
+    node = reserved["status"]["nodeName"]
+    assert reserved["status"]["allocatable"] == {"cpu": "2"}
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in reserved["status"]["conditions"]}
+    assert conditions == {"Scheduled": ("True", "Scheduled"), "Ready": ("True", "Available")}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": story.group}},
+            "template": {
+                "metadata": {"labels": {"app": story.group}},
+                "spec": story.owner("x", "1")["spec"],
+            },
+        },
+    }
+    await AppsV1Api(story.api).create_namespaced_deployment(story.namespace, deployment)
+
+    async def both_in() -> bool:
+        listed = await CoreV1Api(story.api).list_namespaced_pod(story.namespace)
+        placed = [p for p in listed.items if p.spec.node_name]
+        return len(placed) == 2 and all(
+            p.spec.node_name == node and (p.metadata.annotations or {}).get(ALLOCATED)
+            for p in placed
+        )
+
+    await eventually(both_in)
+
+    async def owners_counted() -> bool:
+        status = (await story.get(name)).get("status") or {}
+        return len(status.get("currentOwners") or []) == 2 and status.get("allocated") == {
+            "cpu": "2"
+        }
+
+    await eventually(owners_counted)
+
+
+async def test_a_higher_priority_stranger_cannot_take_reserved_capacity(
+    api: ApiClient, namespace: str, story: Story, berth: BerthRun
+) -> None:
+    await story.node("a")
+    name = await story.reserve("hold", "3")
+    await story.wait_phase(name, "Available")
+    classes = PriorityClasses(api, story.group)
+    try:
+        high = await classes.add("high", 1_000_000)
+        await story.pods.create(story.stranger("vip", "2", priority_class=high))
+        message = await story.pods.wait_event("vip", "FailedScheduling")
+        assert "1 Insufficient cpu" in message
+        assert "preemption: " in message
+        assert not await story.pods.node_of("vip")
+    finally:
+        await classes.delete_all()
+
+
+async def test_allocate_once_ends_the_reservation_and_frees_the_rest(
+    story: Story, berth: BerthRun
+) -> None:
+    await story.node("a")
+    name = await story.reserve("once", "3")  # allocateOnce defaults to true
+    await story.wait_phase(name, "Available")
+    await story.pods.create(story.stranger("early", "2"))  # 4 - 3 reserved: no room
+    await story.pods.wait_event("early", "FailedScheduling")
+    await story.pods.create(story.owner("owner", "1"))
+    await story.pods.wait_bound("owner")
+    assert await story.allocated_to("owner") == name
+    await story.wait_phase(name, "Succeeded")
+    # What the owner did not use is released: the stranger fits now.
+    await story.pods.wait_bound("early")
+
+
+async def test_restricted_vs_aligned(story: Story, berth: BerthRun) -> None:
+    await story.node("a")
+    restricted = await story.reserve(
+        "restricted", "2", allocatePolicy="Restricted", allocateOnce=False
+    )
+    await story.wait_phase(restricted, "Available")
+    # 3 cpu does not fit in 2 reserved: a Restricted reservation does not take it, and the
+    # node's 2 free cpu are not enough either.
+    await story.pods.create(story.owner("big", "3"))
+    await story.pods.wait_event("big", "FailedScheduling")
+    await story.pods.delete("big")
+    await story.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, restricted)
+    aligned = await story.reserve("aligned", "2", allocateOnce=False)
+    await story.wait_phase(aligned, "Available")
+    # Aligned: the 2 reserved plus 1 of the node's free capacity.
+    await story.pods.create(story.owner("big2", "3"))
+    await story.pods.wait_bound("big2")
+    assert await story.allocated_to("big2") == aligned
+
+
+async def test_pre_allocation_waits_until_the_node_frees_capacity(
+    story: Story, berth: BerthRun
+) -> None:
+    node = await story.node("a")
+    await story.pods.create(story.stranger("running", "3"))
+    assert await story.pods.wait_bound("running") == node
+    name = await story.reserve("pre", "2", preAllocation=True, nodeName=node)
+    waiting = await story.wait_phase(name, "Waiting")
+    ready = next(c for c in waiting["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Waiting")
+    # The capacity it waits for is not given to anyone else: without the reservation, a
+    # 3-cpu pod would fit once "running" is gone.
+    await story.pods.create(story.stranger("sneaky", "3"))
+    await story.pods.wait_event("sneaky", "FailedScheduling")
+    await story.pods.delete("running")
+    await story.wait_phase(name, "Available")
+    await asyncio.sleep(3)  # retries after the deletion (backoff is at most 2 s here)
+    assert not await story.pods.node_of("sneaky")
+
+
+async def test_two_reservations_on_one_node_the_most_allocated_is_chosen(
+    story: Story, berth: BerthRun
+) -> None:
+    node = await story.node("a", cpu="8")
+    big = await story.reserve("big", "3", nodeName=node, allocateOnce=False)
+    small = await story.reserve("small", "1", nodeName=node, allocateOnce=False)
+    await story.wait_phase(big, "Available")
+    await story.wait_phase(small, "Available")
+    await story.pods.create(story.owner("w", "1"))
+    await story.pods.wait_bound("w")
+    assert await story.allocated_to("w") == small  # it ends full; "big" stays whole
+
+
+async def test_bad_input_is_explained_on_the_reservation(story: Story, berth: BerthRun) -> None:
+    await story.node("a")
+
+    async def scheduled_message(name: str) -> str:
+        seen: list[str] = []
+
+        async def said() -> bool:
+            status = (await story.get(name)).get("status") or {}
+            found = [c for c in status.get("conditions") or () if c["type"] == "Scheduled"]
+            seen[:] = [found[0]["message"]] if found and found[0]["status"] == "False" else []
+            return bool(seen)
+
+        await eventually(said)
+        assert (await story.get(name))["status"]["phase"] == "Pending"
+        return seen[0]
+
+    empty = await story.reserve("empty", None)
+    assert "the template requests no resources" in await scheduled_message(empty)
+    missing = await story.reserve("missing", "1", nodeName="no-such-node")
+    assert "node no-such-node (spec.template.spec.nodeName) does not exist" in (
+        await scheduled_message(missing)
+    )
+    huge = await story.reserve("huge", "64")
+    assert "Insufficient cpu" in await scheduled_message(huge)

@@ -1,0 +1,167 @@
+"""Reservations in the scheduler without a cluster: holding capacity from everyone but the
+owners, owner matching, Aligned vs Restricted, the MostAllocated choice, allocateOnce, and
+preemption never taking reserved capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from berth.api.reservation import Reservation
+from berth.reservation.matching import PodFacts, affinity_of, is_owner
+from berth.scheduler.framework import CycleState
+from berth.scheduler.plugins.reservation import Reservation as ReservationPlugin
+from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod, ts
+
+PROFILE = {
+    "plugins": {
+        "multiPoint": {"enabled": [{"name": "Reservation", "weight": 5000}]},
+    }
+}
+
+
+def reservation(
+    name: str,
+    cpu: str,
+    *,
+    node_name: str = "n1",
+    owners: list[Json] | None = None,
+    phase: str = "Available",
+    policy: str = "Aligned",
+    once: bool = False,
+    labels: dict[str, str] | None = None,
+) -> Json:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {
+            "name": name,
+            "uid": f"rsv-{name}",
+            "creationTimestamp": ts(0),
+            "labels": labels or {},
+        },
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+            },
+            "owners": owners or [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+            "allocatePolicy": policy,
+            "allocateOnce": once,
+        },
+        "status": {"phase": phase, "nodeName": node_name, "allocatable": {"cpu": cpu}},
+    }
+
+
+def env(*objects: Json) -> Env:
+    return make_env(node("n1", cpu="4"), node("n2", cpu="4"), *objects, profile=PROFILE)
+
+
+def web(name: str, cpu: str = "1", **kwargs: Any) -> Json:
+    return pod(name, cpu, labels={"app": "web"}, **kwargs)
+
+
+def facts(**kwargs: Any) -> PodFacts:
+    base: dict[str, Any] = {
+        "namespace": "ns", "name": "p", "uid": "u", "labels": {}, "annotations": {},
+        "owner_references": (), "tolerations": (),
+    }  # fmt: skip
+    return PodFacts(**{**base, **kwargs})
+
+
+def test_owner_entries_are_ored_and_their_parts_anded() -> None:
+    obj = reservation("r", "1", owners=[
+        {"object": {"namespace": "ns", "name": "p"}},
+        {"controller": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs"},
+         "labelSelector": {"matchLabels": {"app": "web"}}},
+    ])  # fmt: skip
+    rsv = Reservation.model_validate(obj)
+    assert is_owner(rsv, facts())
+    rs = ({"kind": "ReplicaSet", "name": "rs", "controller": True},)
+    assert is_owner(rsv, facts(name="x", owner_references=rs, labels={"app": "web"}))
+    assert not is_owner(rsv, facts(name="x", owner_references=rs))  # labels missing
+    assert not is_owner(rsv, facts(name="x", labels={"app": "web"}))  # controller missing
+
+
+def test_reservation_affinity_reads_name_and_selector() -> None:
+    affinity = affinity_of(
+        {"scheduling.koordinator.sh/reservation-affinity": '{"reservationSelector": {"team": "a"}}'}
+    )
+    assert affinity is not None
+    assert affinity.matches(Reservation.model_validate(reservation("r", "1", labels={"team": "a"})))
+    assert not affinity.matches(Reservation.model_validate(reservation("r", "1")))
+
+
+def test_reserved_capacity_is_taken_for_everyone_but_owners() -> None:
+    made = env(reservation("r", "3"))
+    other = pod("other", "2", priority=1000)
+    assert made.feasible(other) == ["n2"]  # n1 has 4 - 3 reserved = 1 free
+    assert made.feasible(web("w", "2")) == ["n1", "n2"]
+    assert made.node_for(web("w", "2")) == "n1"  # the node with its reservation wins
+
+
+def test_preemption_never_takes_reserved_capacity() -> None:
+    made = make_env(
+        node("n1", cpu="4"), reservation("r", "3"), pod("low", "1", node_name="n1", priority=0)
+    )
+    state, pod_info, diagnosis = made.diagnose(pod("high", "2", priority=1000))
+    plugin = made.plugin("DefaultPreemption")
+    rows = plugin.evaluator.helpful_rows(diagnosis)
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, plugin)
+    assert found == []  # evicting "low" frees 1 cpu; the 3 reserved are not a victim
+
+
+def place(made: Env, raw: Json) -> tuple[str, str | None]:
+    state = CycleState()
+    pod_info = info(raw)
+    placement = made.cycle.schedule(state, pod_info)
+    made.view.assume(pod_info, placement.node)
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    plugin.reserve(state, pod_info, placement.node)
+    chosen = state.data[plugin.name].chosen
+    return placement.node, chosen.name if chosen else None
+
+
+def test_owners_shrink_the_reservation_and_allocate_once_ends_it() -> None:
+    made = env(reservation("r", "3"))
+    assert place(made, web("w1", "1")) == ("n1", "r")
+    held = made.view.reservations.held["rsv-r"]
+    assert held.remaining() == {"cpu": 2000}
+    once = env(reservation("r", "3", once=True))
+    assert place(once, web("w1", "1")) == ("n1", "r")
+    assert once.view.reservations.held["rsv-r"].used_up
+    assert place(once, web("w2", "1"))[1] is None  # no longer offered
+
+
+def test_restricted_owner_must_fit_in_the_reservation() -> None:
+    made = env(reservation("r", "2", policy="Restricted"))
+    assert place(made, web("small", "1")) == ("n1", "r")
+    # 1 cpu left in it: a 2-cpu owner may not add free node capacity to it.
+    _node_name, chosen = place(made, web("big", "2"))
+    assert chosen is None
+    aligned = env(reservation("r", "2"))
+    place(aligned, web("small", "1"))
+    assert place(aligned, web("big", "2")) == ("n1", "r")
+
+
+def test_two_reservations_on_one_node_the_most_allocated_is_chosen() -> None:
+    made = env(reservation("big", "3"), reservation("small", "1"))
+    assert place(made, web("w", "1")) == ("n1", "small")  # it ends full; "big" stays whole
+
+
+def test_affinity_without_a_usable_reservation_stays_pending() -> None:
+    made = env(reservation("r", "1"))
+    affine = web("w", "1")
+    affine["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-affinity": '{"name": "other"}'
+    }
+    assert "no Reservation matches the pod's reservation-affinity" in made.message(affine)
+
+
+def test_waiting_and_pending_reservations() -> None:
+    made = env(reservation("r", "3", phase="Waiting"))
+    assert made.feasible(pod("other", "2")) == ["n2"]  # Waiting holds too
+    pending = env(reservation("r", "3", phase="Pending"))
+    assert made.view.reservations.held
+    assert not pending.view.reservations.held
+    assert np.all(pending.view.nodes.requested[:2, 0] == 0)

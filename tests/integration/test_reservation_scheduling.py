@@ -21,10 +21,11 @@ from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObj
 
 from tests.integration.cluster import Nodes, Pods, PriorityClasses, pod_body
 from tests.integration.processes import BerthRun
-from tests.support import eventually
+from tests.support import REPO, eventually
 
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "reservations"
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+EXAMPLES = REPO / "docs" / "examples" / "reservations"
 Json = dict[str, Any]
 
 
@@ -83,6 +84,28 @@ class Story:
         self.names.append(name)
         return name
 
+    async def from_example(
+        self, file: str, nodes: dict[str, str] | None = None, **spec: Any
+    ) -> tuple[str, list[Json]]:
+        """Create the Reservation of a guide's YAML under this test's names (its pinned
+        node names mapped by ``nodes``); returns its name and the file's other objects."""
+        docs = [d for d in yaml.safe_load_all((EXAMPLES / file).read_text()) if d]
+        reservation = next(d for d in docs if d["kind"] == "Reservation")
+        name = f"{self.group}-{reservation['metadata']['name']}"[:63]
+        reservation["metadata"]["name"] = name
+        template = reservation["spec"]["template"]["spec"]
+        template["schedulerName"] = self.scheduler
+        template["nodeSelector"] = self.select()
+        if "nodeName" in template:
+            template["nodeName"] = (nodes or {})[template["nodeName"]]
+        for owner in reservation["spec"]["owners"]:
+            if "object" in owner:
+                owner["object"]["namespace"] = self.namespace
+        reservation["spec"].update(spec)
+        await self.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, reservation)
+        self.names.append(name)
+        return name, [d for d in docs if d is not reservation]
+
     async def get(self, name: str) -> Json:
         obj: Json = await self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
         return obj
@@ -104,6 +127,11 @@ class Story:
 
     def owner(self, name: str, cpu: str, **kwargs: Any) -> Json:
         labels = {"app": self.group}
+        return pod_body(
+            name, self.scheduler, cpu=cpu, labels=labels, nodeSelector=self.select(), **kwargs
+        )
+
+    def labelled(self, name: str, cpu: str, labels: dict[str, str], **kwargs: Any) -> Json:
         return pod_body(
             name, self.scheduler, cpu=cpu, labels=labels, nodeSelector=self.select(), **kwargs
         )
@@ -158,27 +186,20 @@ def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> I
 
 
 async def test_reserve_then_scale_a_deployment_into_it(story: Story, berth: BerthRun) -> None:
+    """docs/examples/reservations/scale-up.yaml"""
     await story.node("a")
     await story.node("b")
-    name = await story.reserve("scale", "2", allocateOnce=False)
+    name, rest = await story.from_example("scale-up.yaml")
     reserved = await story.wait_phase(name, "Available")
     node = reserved["status"]["nodeName"]
     assert reserved["status"]["allocatable"] == {"cpu": "2"}
     conditions = {c["type"]: (c["status"], c["reason"]) for c in reserved["status"]["conditions"]}
     assert conditions == {"Scheduled": ("True", "Scheduled"), "Ready": ("True", "Available")}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": story.group}},
-            "template": {
-                "metadata": {"labels": {"app": story.group}},
-                "spec": story.owner("x", "1")["spec"],
-            },
-        },
-    }
+    deployment = next(d for d in rest if d["kind"] == "Deployment")
+    deployment["metadata"]["namespace"] = story.namespace
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["schedulerName"] = story.scheduler
+    pod_spec["nodeSelector"] = story.select()
     await AppsV1Api(story.api).create_namespaced_deployment(story.namespace, deployment)
 
     async def both_in() -> bool:
@@ -200,11 +221,27 @@ async def test_reserve_then_scale_a_deployment_into_it(story: Story, berth: Bert
     await eventually(owners_counted)
 
 
-async def test_a_higher_priority_stranger_cannot_take_reserved_capacity(
+async def test_descheduling_moves_a_pod_into_its_reservation(story: Story, berth: BerthRun) -> None:
+    """docs/examples/reservations/descheduling.yaml"""
+    node_a = await story.node("a")
+    node_b = await story.node("b")
+    await story.pods.create(story.labelled("api-1", "1", {"app": "api"}, nodeName=node_a))
+    name, _ = await story.from_example("descheduling.yaml", {"node-b": node_b})
+    assert (await story.wait_phase(name, "Available"))["status"]["nodeName"] == node_b
+    # Evicted from node a; its controller's replacement goes into the reservation.
+    await story.pods.delete("api-1")
+    await story.pods.create(story.labelled("api-2", "1", {"app": "api"}))
+    assert await story.pods.wait_bound("api-2") == node_b
+    assert await story.allocated_to("api-2") == name
+    await story.wait_phase(name, "Succeeded")
+
+
+async def test_capacity_locked_for_a_preemptor_is_not_taken_by_others(
     api: ApiClient, namespace: str, story: Story, berth: BerthRun
 ) -> None:
+    """docs/examples/reservations/preemption.yaml: a higher-priority stranger cannot take it."""
     await story.node("a")
-    name = await story.reserve("hold", "3")
+    name, _ = await story.from_example("preemption.yaml")
     await story.wait_phase(name, "Available")
     classes = PriorityClasses(api, story.group)
     try:
@@ -214,6 +251,10 @@ async def test_a_higher_priority_stranger_cannot_take_reserved_capacity(
         assert "1 Insufficient cpu" in message
         assert "preemption: " in message
         assert not await story.pods.node_of("vip")
+        # The pod it was reserved for gets it.
+        await story.pods.create(story.stranger("critical-job", "3"))
+        await story.pods.wait_bound("critical-job")
+        assert await story.allocated_to("critical-job") == name
     finally:
         await classes.delete_all()
 
@@ -257,10 +298,11 @@ async def test_restricted_vs_aligned(story: Story, berth: BerthRun) -> None:
 async def test_pre_allocation_waits_until_the_node_frees_capacity(
     story: Story, berth: BerthRun
 ) -> None:
+    """docs/examples/reservations/pre-allocation.yaml"""
     node = await story.node("a")
     await story.pods.create(story.stranger("running", "3"))
     assert await story.pods.wait_bound("running") == node
-    name = await story.reserve("pre", "2", preAllocation=True, nodeName=node)
+    name, _ = await story.from_example("pre-allocation.yaml", {"node-a": node})
     waiting = await story.wait_phase(name, "Waiting")
     ready = next(c for c in waiting["status"]["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "Waiting")
@@ -272,6 +314,10 @@ async def test_pre_allocation_waits_until_the_node_frees_capacity(
     await story.wait_phase(name, "Available")
     await asyncio.sleep(3)  # retries after the deletion (backoff is at most 2 s here)
     assert not await story.pods.node_of("sneaky")
+    # Its owners get it.
+    await story.pods.create(story.labelled("batch-1", "2", {"app": "batch"}))
+    assert await story.pods.wait_bound("batch-1") == node
+    assert await story.allocated_to("batch-1") == name
 
 
 async def test_two_reservations_on_one_node_the_most_allocated_is_chosen(

@@ -43,6 +43,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run the integration tests against this kubeconfig instead of the local cluster",
     )
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="the long variants of the reliability tests (200+ nodes, thousands of pods)",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from berth.loadaware.args import LoadAwareArgs, node_thresholds
+from berth.loadaware.args import LoadAwareArgs, ThresholdsAnnotationError, node_thresholds
 from berth.loadaware.estimate import estimate
 from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
@@ -51,7 +51,11 @@ def test_the_node_annotation_overrides_thresholds() -> None:
     annotation = {"scheduling.koordinator.sh/usage-thresholds": '{"usageThresholds": {"cpu": 30}}'}
     assert node_thresholds(annotation, default) == {"cpu": 30, "memory": 95}
     broken = {"scheduling.koordinator.sh/usage-thresholds": "{cpu: 30"}
-    assert node_thresholds(broken, default) == default
+    with pytest.raises(ThresholdsAnnotationError, match="is not"):
+        node_thresholds(broken, default)
+    wrong = {"scheduling.koordinator.sh/usage-thresholds": '{"usageThresholds": {"cpu": 300}}'}
+    with pytest.raises(ThresholdsAnnotationError, match="not a percentage"):
+        node_thresholds(wrong, default)
 
 
 @pytest.mark.parametrize(

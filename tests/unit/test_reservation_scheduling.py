@@ -165,3 +165,29 @@ def test_waiting_and_pending_reservations() -> None:
     assert made.view.reservations.held
     assert not pending.view.reservations.held
     assert np.all(pending.view.nodes.requested[:2, 0] == 0)
+
+
+def test_copying_an_owners_labels_is_not_enough_when_the_owner_is_a_controller() -> None:
+    """Owners by controller: a pod must be controlled by that ReplicaSet; owners by
+    labelSelector: labels are the whole test, so whoever may create pods with those labels
+    in any namespace may use it (use object or controller owners to prevent that)."""
+    by_controller = reservation(
+        "rs", "3",
+        owners=[{"controller": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1"},
+                 "labelSelector": {"matchLabels": {"app": "web"}}}],
+    )  # fmt: skip
+    made = env(by_controller)
+    copycat = web("copycat", "2")  # the right labels, no ownerReference
+    assert place(made, copycat)[1] is None
+    assert made.feasible(web("copycat-2", "2")) == ["n2"]  # n1's reserved 3 cpu are not its
+    genuine = web("genuine", "2")
+    genuine["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "web-1",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    assert place(made, genuine) == ("n1", "rs")

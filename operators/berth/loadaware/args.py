@@ -73,10 +73,15 @@ class LoadAwareArgs(BaseModel):
             raise ValueError(str(err)) from err
 
 
+class ThresholdsAnnotationError(ValueError):
+    """The node's usage-thresholds annotation cannot be read."""
+
+
 def node_thresholds(annotations: Mapping[str, str], default: dict[str, int]) -> dict[str, int]:
     """The node's annotation overrides the configured thresholds, resource by resource.
 
-    A malformed annotation is ignored (and logged): one node's typo must not block it.
+    Raises ThresholdsAnnotationError for a malformed annotation; the caller reports it and
+    uses ``default`` (one node's typo must not block it).
     """
     text = annotations.get(THRESHOLDS_ANNOTATION)
     if not text:
@@ -84,7 +89,16 @@ def node_thresholds(annotations: Mapping[str, str], default: dict[str, int]) -> 
     try:
         parsed = json.loads(text).get("usageThresholds") or {}
         custom = {str(k): int(v) for k, v in parsed.items()}
-    except (ValueError, AttributeError, TypeError):
-        logger.warning("malformed usage-thresholds annotation ignored", namespace=None, value=text)
-        return default
+    except (ValueError, AttributeError, TypeError) as err:
+        raise ThresholdsAnnotationError(
+            f"annotation {THRESHOLDS_ANNOTATION} is not "
+            f'{{"usageThresholds": {{"<resource>": <percent>}}}}: {text[:200]!r}; '
+            "the configured thresholds apply"
+        ) from err
+    for name, value in custom.items():
+        if not 0 <= value <= 100:
+            raise ThresholdsAnnotationError(
+                f"annotation {THRESHOLDS_ANNOTATION}: {name} {value} is not a percentage "
+                "(0-100); the configured thresholds apply"
+            )
     return {**default, **custom}

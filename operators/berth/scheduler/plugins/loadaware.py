@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from berth.loadaware.args import LoadAwareArgs, node_thresholds
+from berth.loadaware.args import LoadAwareArgs, ThresholdsAnnotationError, node_thresholds
 from berth.loadaware.estimate import RESOURCES, NodeReport, estimate, pending_load
 from berth.podresources import Resources, pod_limits
 from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
@@ -119,8 +119,16 @@ class LoadAwareScheduling(Plugin):
         self._updated[row] = report.updated
         load = self.load(row, report)
         self._load[row] = [load[r] for r in RESOURCES]
-        meta = (nodes.nodes[row] or {}).get("metadata") or {}
-        thresholds = node_thresholds(meta.get("annotations") or {}, self.config.usage_thresholds)
+        node = nodes.nodes[row] or {}
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        try:
+            thresholds = node_thresholds(annotations, self.config.usage_thresholds)
+        except ThresholdsAnnotationError as err:
+            thresholds = self.config.usage_thresholds
+            if self.handle.writer is not None:  # on the node, for `kubectl describe node`
+                self.handle.writer.event(
+                    node, "Node", "InvalidUsageThresholds", str(err), warning=True
+                )
         self._thresholds[row] = [thresholds.get(r, 0) for r in RESOURCES]
 
     def _columns(self, nodes: NodeTable) -> tuple[Mask, Mask, Ints, Ints]:

@@ -229,6 +229,22 @@ class LocalCluster:
             raise
         say(f"apiserver on https://127.0.0.1:{port}, logs in {self.logs}")
 
+    def restart_apiserver(self) -> None:
+        """Stop the API server and start it again on the same port and data: what a
+        control-plane upgrade or crash looks like to every client (for fault tests)."""
+        with self._locked():
+            processes = self._recorded()
+            apiserver = next((p for p in processes if p.name == "apiserver"), None)
+            if apiserver is None:
+                raise ClusterError("the local cluster is not up")
+            argv = _cmdline(apiserver.pid).split()
+            port = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--secure-port="))
+            _stop(apiserver)
+            restarted = self._spawn("apiserver", argv)
+            processes = [restarted if p.name == "apiserver" else p for p in processes]
+            self._record(processes)
+            self._wait_api_ready(port, restarted)
+
     def down(self) -> None:
         """Stop every process of the cluster and wipe its data (the PKI stays)."""
         with self._locked():

@@ -1,0 +1,103 @@
+"""Faults of the API server itself: a restart in the middle of a run. The scheduler's and
+the operators' watches reconnect and relist, nothing they decided is lost, and nothing is
+admitted twice (a quota at its max stays at its max).
+
+Other faults are tested where they belong: a binding refused by the API server is
+forgotten and retried (test_scheduler); kill -9 of `berth run` at random points
+(tests/reliability); 410 Gone on a watch is a relist (the Informer's unit tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+
+from berth.localcluster.cluster import LocalCluster
+from tests.integration.cluster import Nodes, Pods, pod_body
+from tests.integration.processes import BerthRun
+from tests.support import eventually
+
+T = TypeVar("T")
+EQ = ("scheduling.sigs.k8s.io", "v1alpha1")
+
+
+async def retried(call: Callable[[], Awaitable[T]]) -> T:
+    """The first calls after a restart may meet connections the server closed."""
+    for _ in range(20):
+        try:
+            return await call()
+        except (aiohttp.ClientError, OSError):
+            await asyncio.sleep(0.5)
+    return await call()
+
+
+async def test_an_api_server_restart_loses_nothing(
+    api: ApiClient, kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    cluster = LocalCluster.default()
+    if Path(kubeconfig_path) != cluster.kubeconfig:
+        pytest.skip("restarts the local cluster's API server; not done to another cluster")
+    group = "af-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+    nodes = Nodes(api, group)
+    custom = CustomObjectsApi(api)
+    config = tmp_path / "config.yaml"
+    profile = {
+        "schedulerName": group,
+        "plugins": {
+            "multiPoint": {
+                "enabled": [{"name": "CapacityScheduling"}],
+                "disabled": [{"name": "DefaultPreemption"}],
+            }
+        },
+    }
+    config.write_text(
+        yaml.safe_dump({"leaderElection": {"leaderElect": False}, "profiles": [profile]})
+    )
+    berth = BerthRun(kubeconfig_path, config, tmp_path / "berth.log")
+    pods = Pods(api, namespace)
+
+    def pod(name: str) -> dict[str, Any]:
+        return pod_body(name, group, cpu="1", nodeSelector={"berth.test/group": group})
+
+    async def used() -> str | None:
+        obj = await custom.get_namespaced_custom_object(*EQ, namespace, "elasticquotas", "cpu")
+        return ((obj.get("status") or {}).get("used") or {}).get("cpu")
+
+    try:
+        await nodes.add("a", labels={"berth.test/group": group})
+        await custom.create_namespaced_custom_object(*EQ, namespace, "elasticquotas", {
+            "apiVersion": "/".join(EQ), "kind": "ElasticQuota", "metadata": {"name": "cpu"},
+            "spec": {"min": {"cpu": "3"}, "max": {"cpu": "3"}}})  # fmt: skip
+        berth.start()
+        for name in ("p0", "p1"):
+            await pods.create(pod(name))
+            await pods.wait_bound(name)
+        await eventually(lambda: _is(used, "2"))
+
+        await asyncio.to_thread(cluster.restart_apiserver)
+
+        await retried(lambda: pods.create(pod("p2")))
+        await retried(lambda: pods.create(pod("p3")))
+        await pods.wait_bound("p2", within=60)
+        message = await pods.wait_event("p3", "FailedScheduling", within=60)
+        assert "is more than Max (cpu: 3 used + 1 requested > 3)" in message
+        assert not await pods.node_of("p3")
+        await eventually(lambda: _is(used, "3"), within=60)
+    finally:
+        berth.stop()
+        await retried(nodes.delete_all)
+
+
+async def _is(read: Callable[[], Awaitable[str | None]], expected: str) -> bool:
+    try:
+        return await read() == expected
+    except (aiohttp.ClientError, OSError):
+        return False

@@ -26,8 +26,8 @@ def install(console: Console, say: Callable[[str], None]) -> None:
     """``kubectl apply -k manifests``; returns when every Berth kind can be listed."""
     say("installing Berth: kubectl apply -k manifests")
     console.show("apply", "-k", str(MANIFESTS))
-    console.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    # Established comes a moment before a new CRD's storage serves lists.
+    # Listing succeeds once the CRDs are Established and their storage serves lists
+    # (`kubectl wait --for=condition=Established` fails on a CRD without a status yet).
     plurals = ",".join(f"{kind.plural}.{kind.group}" for kind in KINDS)
     deadline = time.monotonic() + LISTABLE_TIMEOUT
     while True:

@@ -50,7 +50,14 @@ def play(ctx: Context) -> None:
             "an OverMax event on quota-a",
             lambda: None if events(console, "team-a", "quota-a", "OverMax") else "none yet",
         )
-        console.show("-n", "team-a", "describe", "elasticquota", "quota-a", sections=("Events:",))
+        console.show(
+            "-n",
+            "team-a",
+            "describe",
+            "elasticquota",
+            "quota-a",
+            sections=("Spec:", "Status:", "Events:"),
+        )
         console.show("-n", "team-a", "scale", "deployment/trainer", "--replicas=6")
         _settle(console, {"team-a": (6, 0), "team-b": (3, 0)})
 

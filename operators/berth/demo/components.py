@@ -59,8 +59,13 @@ class Components:
     def stop(self) -> None:
         """SIGTERM each, SIGKILL after a grace period."""
         for child in self.children.values():
-            _stop(child.pid)
-            child.wait()
+            child.terminate()
+        for child in self.children.values():
+            try:
+                child.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         self.children.clear()
         self._pidfile.unlink(missing_ok=True)
 
@@ -132,20 +137,19 @@ def _runs_against(pid: int, kubeconfig: Path) -> bool:
 
 
 def _stop(pid: int) -> None:
+    """Stop a process that is not our child (its parent, init, reaps it)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE
-    while time.monotonic() < deadline and _running(pid):
+    while time.monotonic() < deadline and _exists(pid):
         time.sleep(0.1)
-    if _running(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
-def _running(pid: int) -> bool:
-    """Not exited, and not a zombie waiting for its parent."""
+def _exists(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
-    except (OSError, IndexError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    return state != "Z"
+    return True

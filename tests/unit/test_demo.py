@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from berth.cli import main
+from berth.demo import suite
 from berth.demo.console import StoryFailed, eventually, excerpt
 from berth.demo.install import MANIFESTS, local_scheduler_config
 from berth.demo.stories import STORIES
 from berth.demo.summary import Outcome, table
+from berth.localcluster.paths import REPO_DIR
 
 DESCRIBE = """Name:         web-scale-up
 Labels:       <none>
@@ -79,3 +83,18 @@ def test_the_demo_needs_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["demo", "--nodes", "2"])
     assert "the stories need at least 3 nodes" in capsys.readouterr().err
+
+
+def test_with_tests_runs_pytest_from_the_repository_and_reports_its_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[tuple[list[str], Path]] = []
+
+    def fake_run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+        ran.append((argv, cwd))
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    outcome = suite.run_suite(lambda _: None)
+    assert ran == [([sys.executable, "-m", "pytest", "-q"], REPO_DIR)]
+    assert (outcome.shown, outcome.failure) == (False, "pytest exited 1")

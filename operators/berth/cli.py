@@ -72,9 +72,17 @@ def _agent(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from berth.demo import demo
+    from berth.demo import DemoOptions, demo
 
-    return demo(nodes=args.nodes, keep=args.keep, say=say)
+    options = DemoOptions(nodes=args.nodes, keep=args.keep, with_tests=args.with_tests)
+    return demo(options, say)
+
+
+def _at_least_three(text: str) -> int:
+    nodes = int(text)
+    if nodes < 3:
+        raise argparse.ArgumentTypeError("the stories need at least 3 nodes")
+    return nodes
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -149,9 +157,17 @@ def parser() -> argparse.ArgumentParser:
     agent.add_argument("--log-level", default="info")
     agent.set_defaults(func=_agent)
 
-    demo = sub.add_parser("demo", help="the local cluster with Berth installed, shown working")
-    demo.add_argument("--nodes", type=int, default=3)
-    demo.add_argument("--keep", action="store_true", help="leave the cluster running")
+    demo = sub.add_parser(
+        "demo",
+        help="the local cluster with Berth installed, and the design's stories played on it",
+    )
+    demo.add_argument("--nodes", type=_at_least_three, default=3, help="kwok nodes (default 3)")
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the cluster, berth run and berth agent running afterwards",
+    )
+    demo.add_argument("--with-tests", action="store_true", help="run the test suite (pytest) first")
     demo.set_defaults(func=_demo)
 
     bench = sub.add_parser(

@@ -160,6 +160,10 @@ def test_unknown_fields_are_kept_only_in_the_pod_template() -> None:
     )
 
 
+FIELD = r"\.[A-Za-z][A-Za-z0-9]*"
+PICK = r'\[\?\(@\.([A-Za-z]+)=="[^"]+"\)\]'
+
+
 @pytest.mark.parametrize("crd", KINDS, ids=KIND_IDS)
 def test_printer_columns_point_into_the_schema(crd: CustomResource) -> None:
     manifest = crd_manifest(crd)
@@ -169,10 +173,13 @@ def test_printer_columns_point_into_the_schema(crd: CustomResource) -> None:
     schema = schema_of(crd)
     for column in columns:
         path = column["jsonPath"]
-        assert re.fullmatch(r"(\.[A-Za-z][A-Za-z0-9]*)+", path), path
+        # Plain fields, or one list entry picked by a key (a condition by its type).
+        assert re.fullmatch(rf"({FIELD}|{FIELD}{PICK})+", path), path
         if path == ".metadata.creationTimestamp":
             continue
-        node = node_at(schema, path)
+        for listed, key in re.findall(rf"((?:{FIELD})+){PICK}", path):
+            assert key in node_at(schema, f"{listed}[*]")["properties"], path
+        node = node_at(schema, re.sub(PICK, "[*]", path))
         if column["type"] == "date":
             assert node.get("format") == "date-time", path
         elif column["type"] == "integer":
@@ -197,6 +204,18 @@ def test_printer_columns_asked_for() -> None:
         ".spec.max.memory",
     }
     assert (".status.updateTime") in {p for _, p in columns["NodeMetric"]}
+    assert columns["ElasticQuota"][0] == (
+        "Active",
+        '.status.conditions[?(@.type=="Active")].status',
+    )
+    assert {p for _, p in columns["NodeMetric"]} >= {
+        ".status.nodeMetric.nodeUsage.resources.cpu",
+        ".status.nodeMetric.nodeUsage.resources.memory",
+    }
+    assert columns["NodeResourceTopology"][0] == (
+        "Policy",
+        '.attributes[?(@.name=="topologyManagerPolicy")].value',
+    )
 
 
 # --- serving details ---------------------------------------------------------------------------

@@ -106,6 +106,11 @@ CRD: Final = CustomResource(
     short_names=("eq", "eqs"),
     categories=("berth",),
     printer_columns=(
+        PrinterColumn(
+            "Active",
+            '.status.conditions[?(@.type=="Active")].status',
+            description="Whether this quota governs its namespace (False: a duplicate)",
+        ),
         PrinterColumn("Used CPU", ".status.used.cpu", description="CPU used now"),
         PrinterColumn("Max CPU", ".spec.max.cpu", description="CPU ceiling"),
         PrinterColumn("Used Memory", ".status.used.memory", description="Memory used now"),

@@ -186,6 +186,16 @@ CRD: Final = CustomResource(
     scope="Cluster",
     categories=("berth",),
     printer_columns=(
+        PrinterColumn(
+            "CPU",
+            ".status.nodeMetric.nodeUsage.resources.cpu",
+            description="The node's CPU usage in the last report",
+        ),
+        PrinterColumn(
+            "Memory",
+            ".status.nodeMetric.nodeUsage.resources.memory",
+            description="The node's memory usage in the last report",
+        ),
         PrinterColumn("Updated", ".status.updateTime", type="date", description="Last report"),
         PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
         PrinterColumn(

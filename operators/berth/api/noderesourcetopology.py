@@ -161,6 +161,18 @@ CRD: Final = CustomResource(
     scope="Cluster",
     short_names=("nrt", "node-res-topo"),
     categories=("berth",),
-    printer_columns=(PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),),
+    printer_columns=(
+        PrinterColumn(
+            "Policy",
+            '.attributes[?(@.name=="topologyManagerPolicy")].value',
+            description="The kubelet's Topology Manager policy (single-numa-node is checked)",
+        ),
+        PrinterColumn(
+            "Scope",
+            '.attributes[?(@.name=="topologyManagerScope")].value',
+            description="container (the default) or pod",
+        ),
+        PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
+    ),
     annotations=(UNAPPROVED,),
 )

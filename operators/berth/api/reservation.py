@@ -273,6 +273,18 @@ CRD: Final = CustomResource(
         PrinterColumn("CPU", ".status.allocatable.cpu", description="Reserved CPU"),
         PrinterColumn("Memory", ".status.allocatable.memory", description="Reserved memory"),
         PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
+        PrinterColumn(
+            "Reason",
+            '.status.conditions[?(@.type=="Ready")].reason',
+            description="Why it is in its phase: Unschedulable, Waiting, Expired, NodeDeleted...",
+            priority=1,
+        ),
+        PrinterColumn(
+            "Allocated CPU",
+            ".status.allocated.cpu",
+            description="CPU its current owners use",
+            priority=1,
+        ),
         PrinterColumn("TTL", ".spec.ttl", description="Time to live", priority=1),
         PrinterColumn("Expires", ".spec.expires", description="Expiry time", priority=1),
     ),

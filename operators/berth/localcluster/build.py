@@ -14,14 +14,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from berth.localcluster.paths import CACHE_DIR, TOOLS_DIR
 
 MIN_GO = (1, 26)
+TICK_SECONDS = 30.0
+"""How often a running build says how long it has been going."""
 
 # (module directory relative to TOOLS_DIR, packages to build).
 TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -89,24 +93,94 @@ def ensure_built(progress: Callable[[str], None] | None = None) -> Binaries:
         return binaries
     say = progress or _stderr
     go = _check_go()
+    say(
+        "building the local cluster from Go modules: once per version of tools/localcluster "
+        "(about 5 minutes on a fresh machine; later runs reuse .cache/bin)"
+    )
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=_ensure_dir(CACHE_DIR / "bin")))
     started = time.monotonic()
     try:
-        for module, packages in TARGETS:
-            _build_module(go, TOOLS_DIR / module, packages, staging, say)
+        with _ticking(BuildProgress(say, staging, started)) as tracker:
+            for module, packages in TARGETS:
+                _build_module(go, TOOLS_DIR / module, packages, tracker)
         if binaries.directory.exists():
             shutil.rmtree(binaries.directory)
         staging.rename(binaries.directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    say(f"built the local cluster binaries in {time.monotonic() - started:.0f}s")
+    say(f"built the local cluster binaries in {_elapsed(time.monotonic() - started)}")
     return binaries
 
 
+@dataclass
+class BuildProgress:
+    """What a build is doing, said as it changes: each binary as it appears, and every
+    ``TICK_SECONDS`` the elapsed time, so that a long compile or link never looks hung."""
+
+    say: Callable[[str], None]
+    out: Path
+    started: float
+    doing: str = "starting"
+    tick: float = TICK_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    _last_said: float = field(init=False)
+    _seen: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._last_said = self.started
+
+    def tell(self, message: str, now: float | None = None) -> None:
+        """Say a line; the next tick is counted from it."""
+        self._last_said = self.clock() if now is None else now
+        self.say(message)
+
+    def poll(self, now: float) -> None:
+        """Called about once a second (from a thread): new binaries, else the tick."""
+        for name in BINARIES:
+            if name not in self._seen and (self.out / name).is_file():
+                self._seen.add(name)
+                count = f"{len(self._seen)}/{len(BINARIES)}"
+                self.tell(f"  built {name} ({count}) at {self._at(now)}", now)
+        if now - self._last_said >= self.tick:
+            self.tell(f"  still building: {self.doing}; {self._at(now)} elapsed", now)
+
+    def _at(self, now: float) -> str:
+        return _elapsed(now - self.started)
+
+
+@contextmanager
+def _ticking(progress: BuildProgress) -> Iterator[BuildProgress]:
+    """Polls ``progress`` once a second in a thread for as long as the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(1.0):
+            progress.poll(time.monotonic())
+
+    thread = threading.Thread(target=loop, name="build-progress", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        stop.set()
+        thread.join()
+        progress.poll(time.monotonic())  # binaries that appeared since the last poll
+
+
+def _elapsed(seconds: float) -> str:
+    """``45s``, ``4m05s``."""
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
 def _build_module(
-    go: str, module: Path, packages: tuple[str, ...], out: Path, say: Callable[[str], None]
+    go: str, module: Path, packages: tuple[str, ...], progress: BuildProgress
 ) -> None:
+    say, out = progress.tell, progress.out
     env = _go_env()
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in packages)
+    say(f"resolving the packages of {names} (fetching Go modules if needed)")
+    progress.doing = f"fetching Go modules for {names}"
     listed = subprocess.run(
         [go, "list", "-deps", *packages],
         cwd=module,
@@ -117,8 +191,8 @@ def _build_module(
     if listed.returncode != 0:
         raise BuildError(_explain(listed.stderr))
     total = max(1, len(listed.stdout.split()))
-    names = ", ".join(p.rsplit("/", 1)[-1] for p in packages)
-    say(f"building {names} from Go modules ({total} packages; the first build takes a while)")
+    say(f"compiling {names} ({total} packages; those compiled before come from Go's cache)")
+    progress.doing = f"compiling {names}"
     command = [go, "build", "-v", "-trimpath", "-ldflags=-s -w", "-o", f"{out}/", *packages]
     proc = subprocess.Popen(
         command, cwd=module, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
@@ -130,6 +204,7 @@ def _build_module(
         if re.match(r"^[\w.\-]+(/[\w.\-~]+)*$", line):
             compiled += 1
             percent = min(99, 100 * compiled // total)
+            progress.doing = f"compiling {names}, {percent}% ({line})"
             if percent >= last_shown + 10:
                 last_shown = percent
                 say(f"  {percent:3d}% compiled ({line})")

@@ -1,0 +1,70 @@
+"""Installing Berth on the local cluster as the README says, plus the two settings the demo
+changes: the agent's node reports every few seconds instead of every minute, and the
+controller, running here as one process, does without leader election."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from berth.api import KINDS
+from berth.demo.console import Console
+from berth.localcluster.kubectl import KubectlError
+from berth.localcluster.paths import REPO_DIR
+
+MANIFESTS = REPO_DIR / "manifests"
+NAMESPACE = "berth-system"
+AGENT_REPORT_SECONDS = 5
+LISTABLE_TIMEOUT = 60.0
+
+
+def install(console: Console, say: Callable[[str], None]) -> None:
+    """``kubectl apply -k manifests``; returns when every Berth kind can be listed."""
+    say("installing Berth: kubectl apply -k manifests")
+    console.show("apply", "-k", str(MANIFESTS))
+    # Listing succeeds once the CRDs are Established and their storage serves lists
+    # (`kubectl wait --for=condition=Established` fails on a CRD without a status yet).
+    plurals = ",".join(f"{kind.plural}.{kind.group}" for kind in KINDS)
+    deadline = time.monotonic() + LISTABLE_TIMEOUT
+    while True:
+        try:
+            console.run("get", plurals, "--all-namespaces")
+            return
+        except KubectlError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def report_often(console: Console, node: str, say: Callable[[str], None]) -> None:
+    """A ``nodeConfigs`` entry in slo-controller-config: ``node`` reports every few seconds."""
+    configmap = yaml.safe_load((MANIFESTS / "slo-controller-config.yaml").read_text())
+    colocation = json.loads(configmap["data"]["colocation-config"])
+    colocation["nodeConfigs"] = [
+        {
+            "name": "demo-agent",
+            "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": node}},
+            "metricReportIntervalSeconds": AGENT_REPORT_SECONDS,
+        }
+    ]
+    say(
+        f"slo-controller-config: {node} reports every {AGENT_REPORT_SECONDS}s "
+        "(a nodeConfigs entry; the installed default is 60s)"
+    )
+    patch = json.dumps({"data": {"colocation-config": json.dumps(colocation, indent=2)}})
+    console.run("-n", NAMESPACE, "patch", "configmap", "slo-controller-config", "-p", patch)
+
+
+def local_scheduler_config(directory: Path) -> Path:
+    """The installed scheduler configuration, leader election off: one process runs here."""
+    configmap = yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())
+    config = yaml.safe_load(configmap["data"]["scheduler-config.yaml"])
+    config["leaderElection"] = {"leaderElect": False}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "scheduler-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path

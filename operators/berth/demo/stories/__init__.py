@@ -1,0 +1,14 @@
+"""The design documents' stories, in the order the demo plays them."""
+
+from berth.demo.stories import burst, expiry, quota, scale_up, stranger
+from berth.demo.story import Story
+
+STORIES: tuple[Story, ...] = (
+    scale_up.STORY,
+    stranger.STORY,
+    quota.STORY,
+    burst.STORY,
+    expiry.STORY,
+)
+
+__all__ = ["STORIES"]

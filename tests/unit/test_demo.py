@@ -1,0 +1,100 @@
+"""The demo's parts that need no cluster: excerpts, the summary, the local configuration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from berth.cli import main
+from berth.demo import suite
+from berth.demo.console import StoryFailed, eventually, excerpt
+from berth.demo.install import MANIFESTS, local_scheduler_config
+from berth.demo.stories import STORIES
+from berth.demo.summary import Outcome, table
+from berth.localcluster.paths import REPO_DIR
+
+DESCRIBE = """Name:         web-scale-up
+Labels:       <none>
+Spec:
+  Owners:
+    Label Selector:
+Status:
+  Phase:  Available
+Events:
+  Type    Reason     Age   From             Message
+  Normal  Scheduled  2s    berth-scheduler  Reservation web-scale-up placed on node n1
+"""
+
+
+def test_an_excerpt_keeps_the_named_sections_whole() -> None:
+    assert excerpt(DESCRIBE, ("Status:", "Events:")) == (
+        "Status:\n"
+        "  Phase:  Available\n"
+        "Events:\n"
+        "  Type    Reason     Age   From             Message\n"
+        "  Normal  Scheduled  2s    berth-scheduler  Reservation web-scale-up placed on node n1\n"
+    )
+
+
+def test_the_summary_marks_each_story_and_says_why_one_failed() -> None:
+    text = table(
+        [
+            Outcome("a", "a reservation held", True, 12.4),
+            Outcome("b", "a stranger refused", False, 61.0, "vip bound: kwok-node-1"),
+        ],
+        134.0,
+    )
+    assert text.splitlines() == [
+        "   story               result    time",
+        "a  a reservation held  shown      12s",
+        "b  a stranger refused  FAILED   1m01s",
+        "     vip bound: kwok-node-1",
+        "   1 of 2 shown                 2m14s",
+    ]
+
+
+def test_a_story_that_never_gets_there_says_how_far_it_got() -> None:
+    with pytest.raises(StoryFailed, match="web bound: not within 0s; last seen: 1 of 2 bound"):
+        eventually("web bound", lambda: "1 of 2 bound", timeout=0, interval=0)
+
+
+def test_berth_run_here_uses_the_installed_configuration_without_leader_election(
+    tmp_path: Path,
+) -> None:
+    installed = yaml.safe_load(
+        yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())["data"][
+            "scheduler-config.yaml"
+        ]
+    )
+    local = yaml.safe_load(local_scheduler_config(tmp_path).read_text())
+    assert local["leaderElection"] == {"leaderElect": False}
+    assert local["profiles"] == installed["profiles"]
+
+
+def test_the_stories_are_the_design_documents_five_in_order() -> None:
+    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e"]
+
+
+def test_the_demo_needs_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--nodes", "2"])
+    assert "the stories need at least 3 nodes" in capsys.readouterr().err
+
+
+def test_with_tests_runs_pytest_from_the_repository_and_reports_its_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[tuple[list[str], Path]] = []
+
+    def fake_run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+        ran.append((argv, cwd))
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    outcome = suite.run_suite(lambda _: None)
+    assert ran == [([sys.executable, "-m", "pytest", "-q"], REPO_DIR)]
+    assert (outcome.shown, outcome.failure) == (False, "pytest exited 1")

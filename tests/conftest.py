@@ -116,10 +116,9 @@ def crds(kubeconfig_path: str) -> None:
     """The four Berth CRDs, applied from crds/ and Established."""
     kubectl = Kubectl(kubeconfig_path)
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "crds"))
-    names = [f"crd/{kind.crd_name}" for kind in KINDS]
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
-    # Established comes before the storage of a new CRD is ready ("storage is
-    # (re)initializing", 429): wait until every kind can be listed.
+    # Wait until every kind can be listed: that needs the CRD Established and its storage
+    # ready ("storage is (re)initializing", 429 comes after Established), and it works
+    # while a just-created CRD has no status yet (which `kubectl wait` trips over).
     plurals = ",".join(f"{kind.plural}.{kind.group}" for kind in KINDS)
     deadline = time.monotonic() + 60
     while True:

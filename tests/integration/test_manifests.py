@@ -109,7 +109,9 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
         ),
         (CONTROLLER, "create", "events", {"namespace": "default"}, True),
         (CONTROLLER, "get", "nodes", {}, True),
-        (CONTROLLER, "delete", "pods", {}, False),
+        (CONTROLLER, "patch", "pods", {}, True),  # the reservation-allocated annotation
+        (CONTROLLER, "delete", "pods", {}, True),  # a victim whose budget refuses eviction
+        (CONTROLLER, "update", "pods", {}, False),
         (CONTROLLER, "delete", "nodes", {}, False),
         (CONTROLLER, "get", "secrets", {}, False),
         (

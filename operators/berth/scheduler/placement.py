@@ -139,7 +139,12 @@ class ReservationPlacement:
             "phase": str(ReservationPhase.PENDING),
             "conditions": [
                 condition("Scheduled", False, "Unschedulable", message),
-                condition("Ready", False, "Unschedulable", "not placed yet"),
+                condition(
+                    "Ready",
+                    False,
+                    "Unschedulable",
+                    "not placed yet: the Scheduled condition says why",
+                ),
             ],
         }
 

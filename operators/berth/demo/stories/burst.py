@@ -90,8 +90,9 @@ def _check_real(console: Console, node: str) -> None:
     check({"cpu", "memory"} <= usage.keys(), f"the report has no cpu or memory: {usage}")
     here = node_memory(parse_meminfo(Path("/proc/meminfo").read_text()), policy)
     reported = usage["memory"].value
+    # The report is a mean over its interval; a busy machine's memory moves meanwhile.
     check(
-        abs(reported - here) <= max(here // 10, 64 * MIB),
+        abs(reported - here) <= max(here // 4, 256 * MIB),
         f"reported memory {usage['memory']} is not this machine's {here // MIB}Mi",
     )
     cores = usage["cpu"].value

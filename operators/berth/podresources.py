@@ -63,9 +63,10 @@ def container_limits(container: Mapping[str, Any]) -> Resources:
     return resource_list((container.get("resources") or {}).get("limits"))
 
 
-def _add(into: Resources, other: Mapping[str, int]) -> None:
+def add(into: Resources, other: Mapping[str, int], sign: int = 1) -> None:
+    """Add (or with ``sign`` -1, take away) one set of amounts to another, in place."""
     for name, value in other.items():
-        into[name] = into.get(name, 0) + value
+        into[name] = into.get(name, 0) + sign * value
 
 
 def _max(into: Resources, other: Mapping[str, int]) -> None:
@@ -79,19 +80,19 @@ def _pod_total(
 ) -> Resources:
     total: Resources = {}
     for container in spec.get("containers") or ():
-        _add(total, per_container(container))
+        add(total, per_container(container))
 
     init_peak: Resources = {}
     sidecars: Resources = {}
     for container in spec.get("initContainers") or ():
         amounts = per_container(container)
         if container.get("restartPolicy") == "Always":
-            _add(total, amounts)
-            _add(sidecars, amounts)
+            add(total, amounts)
+            add(sidecars, amounts)
             step = dict(sidecars)
         else:
             step = dict(amounts)
-            _add(step, sidecars)
+            add(step, sidecars)
         _max(init_peak, step)
     _max(total, init_peak)
 
@@ -100,7 +101,7 @@ def _pod_total(
         if name in pod_level:
             total[name] = pod_level[name]
 
-    _add(total, resource_list(spec.get("overhead")))
+    add(total, resource_list(spec.get("overhead")))
     return total
 
 
@@ -123,5 +124,5 @@ def sum_requests(specs: Iterable[Mapping[str, Any]]) -> Resources:
     """Requests of several pods added up (e.g. a quota's used, a node's requested)."""
     total: Resources = {}
     for spec in specs:
-        _add(total, pod_requests(spec))
+        add(total, pod_requests(spec))
     return total

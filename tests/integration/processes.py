@@ -8,6 +8,9 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from berth.run import run_command
 
@@ -64,6 +67,16 @@ class BerthRun:
         self.log = log
         self.env = env
         self.child: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def configured(
+        cls, kubeconfig: str, config: Mapping[str, Any], directory: Path, **kwargs: Any
+    ) -> BerthRun:
+        """`berth run` with ``config`` (a KubeSchedulerConfiguration) written to
+        ``directory``, its log beside it."""
+        path = directory / "scheduler-config.yaml"
+        path.write_text(yaml.safe_dump(dict(config)))
+        return cls(kubeconfig, path, directory / "berth.log", **kwargs)
 
     def start(self) -> BerthRun:
         self.child = _start(self.command, self.log, self.env)

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
-import yaml
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from berth.localcluster.cluster import LocalCluster
@@ -48,7 +47,6 @@ async def test_an_api_server_restart_loses_nothing(
     group = "af-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
-    config = tmp_path / "config.yaml"
     profile = {
         "schedulerName": group,
         "plugins": {
@@ -58,10 +56,8 @@ async def test_an_api_server_restart_loses_nothing(
             }
         },
     }
-    config.write_text(
-        yaml.safe_dump({"leaderElection": {"leaderElect": False}, "profiles": [profile]})
-    )
-    berth = BerthRun(kubeconfig_path, config, tmp_path / "berth.log")
+    config = {"leaderElection": {"leaderElect": False}, "profiles": [profile]}
+    berth = BerthRun.configured(kubeconfig_path, config, tmp_path)
     pods = Pods(api, namespace)
 
     def pod(name: str) -> dict[str, Any]:

@@ -61,9 +61,7 @@ def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> I
     """`berth run` with the walk-through's scheduler configuration and a name of this test."""
     config = yaml.safe_load((WALKTHROUGH / "scheduler-config.yaml").read_text())
     config["profiles"][0]["schedulerName"] = short(namespace)
-    path = tmp_path / "scheduler-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    process = BerthRun(kubeconfig_path, path, tmp_path / "berth.log")
+    process = BerthRun.configured(kubeconfig_path, config, tmp_path)
     try:
         yield process
     finally:

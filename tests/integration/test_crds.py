@@ -516,7 +516,8 @@ async def test_accepted(
     for change in changes:
         change(body)
     stored = await cluster.create(body)
-    by_kind(kind).model.from_dict(stored)
+    assert stored["metadata"]["name"] == body["metadata"]["name"]
+    by_kind(kind).model.from_dict(stored)  # and Berth reads back what was stored
 
 
 # --- invalid objects ---------------------------------------------------------------------------

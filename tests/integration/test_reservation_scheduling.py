@@ -176,9 +176,7 @@ def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> I
             }
         ],
     }
-    path = tmp_path / "scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    process = BerthRun(kubeconfig_path, path, tmp_path / "berth.log").start()
+    process = BerthRun.configured(kubeconfig_path, config, tmp_path).start()
     try:
         yield process
     finally:

@@ -70,9 +70,7 @@ def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> I
     config["podInitialBackoffSeconds"] = 0.5
     config["podMaxBackoffSeconds"] = 2
     config["profiles"][0]["schedulerName"] = short(namespace)
-    path = tmp_path / "scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    process = BerthRun(kubeconfig_path, path, tmp_path / "berth.log")
+    process = BerthRun.configured(kubeconfig_path, config, tmp_path)
     try:
         yield process
     finally:

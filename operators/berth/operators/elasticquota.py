@@ -17,6 +17,7 @@ import kopf
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from berth import log
+from berth.api.base import format_time
 from berth.api.elasticquota import GROUP, VERSION
 from berth.kube import api_client, succeeded
 from berth.operators.registry import REGISTRY
@@ -115,7 +116,7 @@ async def _reconcile_namespace(namespace: str | None, memo: Any, kwargs: dict[st
 
 
 def _condition(status: str, reason: str, message: str) -> dict[str, str]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = format_time(datetime.now(UTC))
     return {
         "type": ACTIVE,
         "status": status,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.podresources import PODS, Resources, resource_list
+from berth.podresources import PODS, Resources, add, resource_list
 from berth.quota.usage import format_units
 
 OVER_MAX = "OverMax"
@@ -72,11 +72,6 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
 def quota_request(requests: Mapping[str, int]) -> Resources:
     """What a pod adds to its quota's use: its requests and one ``pods``."""
     return {**requests, PODS: 1}
-
-
-def add(into: Resources, other: Mapping[str, int], sign: int = 1) -> None:
-    for name, value in other.items():
-        into[name] = into.get(name, 0) + sign * value
 
 
 @dataclass(frozen=True)

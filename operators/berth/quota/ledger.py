@@ -13,13 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.podresources import Resources
+from berth.podresources import Resources, add
 from berth.quota.check import (
     OVER_MAX,
     OVER_MIN_TOTAL,
     Excess,
     Quota,
-    add,
     governing,
     over_max,
     over_min,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from berth import log
@@ -24,7 +23,7 @@ from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.reservations import KIND, Held, template_pod
 from berth.scheduler.view import ClusterView
-from berth.scheduler.writer import Writer
+from berth.scheduler.writer import Writer, now
 
 logger = log.get(__name__)
 
@@ -35,18 +34,14 @@ NO_REQUESTS = (
 )
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
     return {
         "type": kind,
         "status": "True" if status else "False",
         "reason": reason,
         "message": message,
-        "lastTransitionTime": _now(),
-        "lastProbeTime": _now(),
+        "lastTransitionTime": now(),
+        "lastProbeTime": now(),
     }
 
 

@@ -20,8 +20,10 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
+from berth.api.base import format_time
 from berth.api.reservation import GROUP as RESERVATION_GROUP
 from berth.api.reservation import VERSION as RESERVATION_VERSION
+from berth.events import event_body
 from berth.kube import succeeded
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
@@ -33,7 +35,7 @@ MERGE = "application/merge-patch+json"
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.now(UTC))
 
 
 class TokenBucket:
@@ -254,12 +256,8 @@ class Writer:
                 )
                 seen[key] = (name, count + 1)
                 return
-            name = f"{meta.get('name')}.{time.time_ns():x}"  # as the event recorder names them
-            body = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": {
+            body = event_body(
+                {
                     "apiVersion": api_version,
                     "kind": kind,
                     "name": meta.get("name"),
@@ -267,16 +265,15 @@ class Writer:
                     "uid": meta.get("uid"),
                     "resourceVersion": meta.get("resourceVersion"),
                 },
-                "reason": reason,
-                "message": message[:1024],
-                "type": "Warning" if warning else "Normal",
-                "source": {"component": self.component},
-                "reportingComponent": self.component,
-                "reportingInstance": self.instance,
-                "firstTimestamp": timestamp,
-                "lastTimestamp": timestamp,
-                "count": 1,
-            }
+                namespace,
+                reason,
+                message,
+                warning=warning,
+                component=self.component,
+            )
+            body["reportingComponent"] = self.component
+            body["reportingInstance"] = self.instance
+            name = body["metadata"]["name"]
             await succeeded(
                 self.core.create_namespaced_event(namespace, body, _preload_content=False)
             )

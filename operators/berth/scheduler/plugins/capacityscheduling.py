@@ -20,8 +20,8 @@ import numpy as np
 
 from berth import log
 from berth.api.elasticquota import GROUP, VERSION
-from berth.podresources import Resources
-from berth.quota.check import Quota, add, over_min, quota_request
+from berth.podresources import Resources, add
+from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.ledger import QuotaLedger, Rejection
 from berth.scheduler.framework import (
     SUCCESS,

@@ -28,7 +28,7 @@ from kubetest.client import TestClient
 from kubetest.manager import KubetestManager
 
 from berth.api import KINDS
-from berth.kube import client_from_kubeconfig
+from berth.kube.client import client_from_kubeconfig
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl, KubectlError
 from tests.support import REPO

@@ -86,13 +86,13 @@ def _at_least_three(text: str) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from berth.bench import bench, cycle_bench
+    from berth.bench.scheduler import bench, cycle_bench
 
     if args.cycle_only:
         sys.stdout.write(cycle_bench(args.nodes, args.pods) + "\n")
         return 0
     if args.numa:
-        from berth.numa_bench import numa_bench
+        from berth.bench.numa import numa_bench
 
         sys.stdout.write(numa_bench() + "\n")
         return 0

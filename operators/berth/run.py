@@ -21,10 +21,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.duration import parse_duration
-from berth.kube import api_client, load_configuration
-from berth.leaderelection import LeaderElector, LeaseConfig, default_identity
-from berth.observability import HealthServer, SchedulerMetrics
+from berth.health import HealthServer
+from berth.kube.client import api_client, load_configuration
+from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
 from berth.scheduler import config as scheduler_config
+from berth.scheduler.metrics import SchedulerMetrics
 
 logger = log.get(__name__)
 

@@ -19,8 +19,8 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, V1Lease
 
 from berth import log
-from berth.kube import load_configuration
-from berth.leaderelection import LeaderElector, LeaseConfig, default_identity
+from berth.kube.client import load_configuration
+from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
 from tests.support import eventually
 
 logger = log.get(__name__)

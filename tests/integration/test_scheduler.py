@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import (
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.kube import succeeded
+from berth.kube.client import succeeded
 from tests.integration.cluster import (
     Nodes,
     Pods,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from berth.api import KINDS
-from berth.crdref import COMMAND, main, render
+from berth.api.crdref import COMMAND, main, render
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "crd-reference.md"

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from kubernetes_asyncio.client import CoreV1Api
 
-from berth.kube import checked
+from berth.kube.client import checked
 
 __all__ = ["PodRef", "list_node_pods", "pod_ref"]
 

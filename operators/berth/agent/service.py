@@ -27,8 +27,8 @@ from berth.agent.report import build_status
 from berth.agent.sampler import Sampler
 from berth.agent.window import Window
 from berth.api.nodemetric import GROUP, VERSION, NodeMetricCollectPolicy, NodeMetricSpec
-from berth.kube import api_client, load_configuration, succeeded
-from berth.kube_watch import Informer
+from berth.kube.client import api_client, load_configuration, succeeded
+from berth.kube.watch import Informer
 
 __all__ = ["Agent", "AgentOptions", "run", "serve"]
 

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from berth import log
 from berth.api.base import format_time
 from berth.api.elasticquota import GROUP, VERSION
-from berth.kube import api_client, succeeded
+from berth.kube.client import api_client, succeeded
 from berth.operators.registry import REGISTRY
 from berth.quota.check import precedence
 from berth.quota.usage import as_resource_list, requests_if_counted, used

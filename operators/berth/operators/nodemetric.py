@@ -22,9 +22,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.nodemetric import GROUP, VERSION
-from berth.events import event_body, post_event
-from berth.kube import api_client, succeeded
-from berth.kube_watch import Informer
+from berth.kube.client import api_client, succeeded
+from berth.kube.events import event_body, post_event
+from berth.kube.watch import Informer
 from berth.operators.registry import REGISTRY
 from berth.slo.colocation import CONFIGMAP, ColocationConfig, ColocationConfigError, from_configmap
 from berth.slo.lifecycle import MetricSeen, NodeSeen, Verb, desired, metric_seen, node_seen

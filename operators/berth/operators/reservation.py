@@ -29,8 +29,8 @@ from pydantic import ValidationError
 from berth import log
 from berth.api.duration import DurationError, format_duration
 from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, Reservation
-from berth.events import event_body, post_event
-from berth.kube import api_client, succeeded
+from berth.kube.client import api_client, succeeded
+from berth.kube.events import event_body, post_event
 from berth.operators.registry import REGISTRY
 from berth.reservation.collection import gc_period
 from berth.reservation.lifecycle import PLACED_PHASES, Decision, Event, decide

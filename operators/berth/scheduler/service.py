@@ -24,12 +24,12 @@ from kubernetes_asyncio.client import (
 
 from berth import log
 from berth.api import KINDS
-from berth.kube_watch import Informer
-from berth.observability import SchedulerMetrics
+from berth.kube.watch import Informer
 from berth.scheduler.config import SchedulerConfiguration
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.framework import CycleState, Handle, PostFilterResult
 from berth.scheduler.messages import FitError, fit_message
+from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.placement import ReservationPlacement
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue

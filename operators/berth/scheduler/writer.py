@@ -23,8 +23,8 @@ from berth import log
 from berth.api.base import format_time
 from berth.api.reservation import GROUP as RESERVATION_GROUP
 from berth.api.reservation import VERSION as RESERVATION_VERSION
-from berth.events import event_body
-from berth.kube import succeeded
+from berth.kube.client import succeeded
+from berth.kube.events import event_body
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)

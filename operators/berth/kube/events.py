@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.base import format_time
-from berth.kube import succeeded
+from berth.kube.client import succeeded
 
 __all__ = ["MESSAGE_LIMIT", "event_body", "post_event"]
 

@@ -12,7 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from berth.observability import DEFAULT_HOST, DEFAULT_PORT, HealthServer, SchedulerMetrics
+from berth.health import DEFAULT_HOST, DEFAULT_PORT, HealthServer
+from berth.scheduler.metrics import SchedulerMetrics
 
 PROFILE = "default-scheduler"
 

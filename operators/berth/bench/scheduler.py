@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from berth.kube import client_from_kubeconfig, succeeded
-from berth.kube_watch import Informer
+from berth.kube.client import client_from_kubeconfig, succeeded
+from berth.kube.watch import Informer
 from berth.localcluster.build import ensure_built
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl

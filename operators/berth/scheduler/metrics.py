@@ -1,32 +1,15 @@
-"""Scheduler metrics under kube-scheduler's names, and the HTTP server that exposes them.
+"""Scheduler metrics under kube-scheduler's names.
 
 The names, labels and buckets are kube-scheduler's (pkg/scheduler/metrics), so the
 dashboards and alerts people already have for kube-scheduler work for Berth unchanged.
-The same server answers the kubelet's liveness and readiness probes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import prometheus_client
-from aiohttp import web
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
-
-from berth import log
-
-logger = log.get(__name__)
-
-DEFAULT_HOST = "0.0.0.0"
-# kube-scheduler's historical insecure port: where Berth's probes and scrapes look.
-DEFAULT_PORT = 10251
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 ATTEMPT_RESULTS = ("scheduled", "unschedulable", "error")
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")
@@ -140,95 +123,3 @@ class SchedulerMetrics:
     def observe_scheduled(self, attempts: int, seconds: float) -> None:
         """Record a pod's time from entering the queue to being scheduled."""
         self.pod_scheduling_sli_duration.labels(attempts=attempts_label(attempts)).observe(seconds)
-
-
-Check = Callable[[], bool]
-
-
-class HealthServer:
-    """``/healthz``, ``/readyz`` and ``/metrics`` over plain HTTP.
-
-    Liveness failing makes the kubelet restart the container (500); readiness failing only
-    takes the pod out of Service endpoints (503), e.g. until the informers have synced.
-    A check that raises counts as failing.
-    """
-
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-        self._host = host
-        self._port = port
-        self._liveness: dict[str, Check] = {}
-        self._readiness: dict[str, Check] = {}
-        self._registries: list[CollectorRegistry] = []
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def port(self) -> int:
-        """The port listened on: the one the OS chose when 0 was asked for."""
-        return self._port
-
-    def add_liveness(self, name: str, check: Check) -> None:
-        self._liveness[name] = check
-
-    def add_readiness(self, name: str, check: Check) -> None:
-        self._readiness[name] = check
-
-    def add_registry(self, registry: CollectorRegistry) -> None:
-        self._registries.append(registry)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
-        logger.info("health server listening", host=self._host, port=self._port)
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-            logger.info("health server stopped", port=self._port)
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return self._report("healthz", self._liveness, request, failed_status=500)
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        return self._report("readyz", self._readiness, request, failed_status=503)
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        body = b"".join(generate_latest(registry) for registry in self._registries)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    def _report(
-        self, endpoint: str, checks: dict[str, Check], request: web.Request, failed_status: int
-    ) -> web.Response:
-        """Kubernetes' health endpoint format: "ok", or one [+]/[-] line per check."""
-        results = {name: self._passes(endpoint, name, check) for name, check in checks.items()}
-        failed = [name for name, passed in results.items() if not passed]
-        if not failed and "verbose" not in request.query:
-            return web.Response(text="ok")
-        lines = [
-            f"[+]{name} ok" if passed else f"[-]{name} failed" for name, passed in results.items()
-        ]
-        if failed:
-            lines.append(f"{endpoint} check failed")
-            return web.Response(text="\n".join(lines) + "\n", status=failed_status)
-        lines.append(f"{endpoint} check passed")
-        return web.Response(text="\n".join(lines) + "\n")
-
-    @staticmethod
-    def _passes(endpoint: str, name: str, check: Check) -> bool:
-        try:
-            return bool(check())
-        except Exception as error:
-            logger.warning("health check raised", endpoint=endpoint, check=name, error=repr(error))
-            return False

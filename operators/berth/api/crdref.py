@@ -22,7 +22,7 @@ from berth.api.resource import CustomResource
 
 __all__ = ["COMMAND", "main", "render"]
 
-COMMAND: Final = "python -m berth.crdref --write docs/crd-reference.md"
+COMMAND: Final = "python -m berth.api.crdref --write docs/crd-reference.md"
 Schema = dict[str, Any]
 
 # Patterns with a name a reader knows, instead of the regular expression.
@@ -182,7 +182,7 @@ def _cell(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``--write FILE`` regenerates the page; ``--check FILE`` exits 1 when it is stale."""
-    parser = argparse.ArgumentParser(prog="python -m berth.crdref", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m berth.api.crdref", description=__doc__)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", type=Path, metavar="FILE")
     mode.add_argument("--check", type=Path, metavar="FILE")

@@ -18,7 +18,7 @@ import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
-from berth.kube import checked
+from berth.kube.client import checked
 
 logger = log.get(__name__)
 

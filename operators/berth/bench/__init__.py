@@ -1,0 +1,1 @@
+"""Benchmarks: Berth beside kube-scheduler on the local cluster, and the NUMA ledger."""

@@ -1,0 +1,1 @@
+"""Talking to the API server: clients, watches, writes, events and leader election."""

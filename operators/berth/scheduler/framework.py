@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from berth.scheduler.clusterevents import ClusterEventWithHint
 from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
@@ -126,6 +127,11 @@ class Plugin:
         self.args = args
         self.handle = handle
 
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """The cluster events that may undo this plugin's rejections (none: never requeued
+        for this plugin's sake, only by the five-minute flush)."""
+        return ()
+
 
 @runtime_checkable
 class PreEnqueuePlugin(Protocol):
@@ -135,6 +141,16 @@ class PreEnqueuePlugin(Protocol):
 @runtime_checkable
 class PreFilterPlugin(Protocol):
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Protocol):
+    """What a PreFilter plugin with per-cycle pod counts implements so that the framework
+    can add or remove a pod on a row while evaluating preemption or nominated pods."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
 
 
 @runtime_checkable

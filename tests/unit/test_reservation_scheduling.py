@@ -125,11 +125,11 @@ def place(made: Env, raw: Json) -> tuple[str, str | None]:
 def test_owners_shrink_the_reservation_and_allocate_once_ends_it() -> None:
     made = env(reservation("r", "3"))
     assert place(made, web("w1", "1")) == ("n1", "r")
-    held = made.view.reservations.held["rsv-r"]
+    held = made.book.held["rsv-r"]
     assert held.remaining() == {"cpu": 2000}
     once = env(reservation("r", "3", once=True))
     assert place(once, web("w1", "1")) == ("n1", "r")
-    assert once.view.reservations.held["rsv-r"].used_up
+    assert once.book.held["rsv-r"].used_up
     assert place(once, web("w2", "1"))[1] is None  # no longer offered
 
 
@@ -162,8 +162,8 @@ def test_waiting_and_pending_reservations() -> None:
     made = env(reservation("r", "3", phase="Waiting"))
     assert made.feasible(pod("other", "2")) == ["n2"]  # Waiting holds too
     pending = env(reservation("r", "3", phase="Pending"))
-    assert made.view.reservations.held
-    assert not pending.view.reservations.held
+    assert made.book.held
+    assert not pending.book.held
     assert np.all(pending.view.nodes.requested[:2, 0] == 0)
 
 

@@ -412,7 +412,7 @@ def test_container_ports_without_host_port_never_conflict() -> None:
 def test_host_port_is_free_again_after_the_pod_is_deleted() -> None:
     holder = pod("holder", "1", ports=[host_port(80)], node_name="n1")
     env = make_env(node("n1"), holder)
-    env.view.on_pod("DELETED", holder)
+    env.events.on_pod("DELETED", holder)
     assert env.node_for(pod("p", "1", ports=[host_port(80)])) == "n1"
 
 
@@ -734,7 +734,7 @@ def test_nominated_pods_hold_their_host_ports() -> None:
 
 def test_nomination_ends_when_the_pod_is_bound() -> None:
     env = nominated_cluster(100)
-    env.view.on_pod("MODIFIED", pod("preemptor", "3", priority=100, node_name="n1", created=1))
+    env.events.on_pod("MODIFIED", pod("preemptor", "3", priority=100, node_name="n1", created=1))
     # Counted once, as a bound pod: 3 of 4 cpus.
     assert env.node_for(pod("p", "1", priority=100)) == "n1"
     assert (
@@ -757,7 +757,7 @@ def test_a_pod_that_finishes_frees_its_node() -> None:
     running = pod("job", "4", node_name="n1")
     env = make_env(node("n1"), running)
     assert env.message(pod("p", "4")) == "0/1 nodes are available: 1 Insufficient cpu."
-    env.view.on_pod("MODIFIED", pod("job", "4", node_name="n1", phase="Succeeded"))
+    env.events.on_pod("MODIFIED", pod("job", "4", node_name="n1", phase="Succeeded"))
     assert env.node_for(pod("p", "4")) == "n1"
 
 
@@ -769,7 +769,7 @@ def test_terminating_pods_still_count() -> None:
 def test_deleted_pod_frees_its_node() -> None:
     bound = pod("a", "4", node_name="n1")
     env = make_env(node("n1"), bound)
-    env.view.on_pod("DELETED", bound)
+    env.events.on_pod("DELETED", bound)
     assert env.node_for(pod("p", "4")) == "n1"
 
 
@@ -786,8 +786,8 @@ def test_assumed_pod_counted_once_when_the_binding_shows_up() -> None:
     env = make_env(node("n1"))
     raw = pod("first", "3")
     env.view.assume(info(raw), "n1")
-    env.view.on_pod("MODIFIED", raw)  # the watch still shows it pending
-    env.view.on_pod("MODIFIED", pod("first", "3", node_name="n1"))
+    env.events.on_pod("MODIFIED", raw)  # the watch still shows it pending
+    env.events.on_pod("MODIFIED", pod("first", "3", node_name="n1"))
     assert env.node_for(pod("p", "1")) == "n1"
     assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
     env.view.forget(info(raw))  # too late to forget: it is bound
@@ -797,9 +797,9 @@ def test_assumed_pod_counted_once_when_the_binding_shows_up() -> None:
 def test_node_deleted_and_added_again_keeps_counting_its_pods() -> None:
     n1 = node("n1")
     env = make_env(n1, pod("a", "3", node_name="n1"))
-    env.view.on_node("DELETED", n1)
+    env.events.on_node("DELETED", n1)
     assert env.message(pod("p", "2")) == NO_NODES
-    env.view.on_node("ADDED", n1)
+    env.events.on_node("ADDED", n1)
     assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
     assert env.node_for(pod("p", "1")) == "n1"
 
@@ -813,7 +813,7 @@ def test_pods_seen_before_their_node_count_when_it_appears() -> None:
 def test_node_slot_reuse_does_not_inherit_the_old_pods() -> None:
     old = node("old")
     env = make_env(old, pod("a", "4", node_name="old"))
-    env.view.on_node("DELETED", old)
+    env.events.on_node("DELETED", old)
     env.add(node("new"))
     assert env.node_for(pod("p", "4")) == "new"
 
@@ -821,7 +821,7 @@ def test_node_slot_reuse_does_not_inherit_the_old_pods() -> None:
 def test_node_update_changes_allocatable_and_keeps_pods() -> None:
     env = make_env(node("n1", cpu="2"), pod("a", "1", node_name="n1"))
     assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
-    env.view.on_node("MODIFIED", node("n1", cpu="4"))
+    env.events.on_node("MODIFIED", node("n1", cpu="4"))
     assert env.node_for(pod("p", "2")) == "n1"
     assert env.message(pod("p", "4")) == "0/1 nodes are available: 1 Insufficient cpu."
 

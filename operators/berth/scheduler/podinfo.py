@@ -87,6 +87,9 @@ class PodInfo:
     preempted: bool = False
     # When it was bound (PodScheduled=True), None before that.
     scheduled_at: float | None = None
+    # The Reservation object this pod stands for (its template being placed, or the
+    # capacity it holds on a node); None for real pods.
+    reservation: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

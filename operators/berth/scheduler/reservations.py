@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from berth import log
 from berth.api.reservation import Reservation, ReservationPhase
 from berth.podresources import Resources
 from berth.reservation.owners import owner_pod
 from berth.scheduler.podinfo import PodInfo
-
-if TYPE_CHECKING:
-    from berth.scheduler.view import ClusterView
+from berth.scheduler.view import ClusterView
 
 logger = log.get(__name__)
 
@@ -52,7 +50,7 @@ def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]
     }
     pod = PodInfo.from_pod(raw)
     pod.node_name = ""  # a pinned template (spec.nodeName) is not bound: NodeName checks it
-    pod.extra[KIND] = obj
+    pod.reservation = obj
     return pod
 
 
@@ -210,7 +208,8 @@ class ReservationBook:
             requests=remaining,
             nonzero_cpu=remaining.get("cpu", 0),
             nonzero_memory=remaining.get("memory", 0),
-            extra={KIND: held.raw},
+            reservation=held.raw,
+            extra={},
         )
         self.view.nodes.add_pod(row, counted)
         held.counted = counted
@@ -238,4 +237,4 @@ class ReservationBook:
 
 def is_reservation(pod: PodInfo) -> bool:
     """A reservation's stand-in (its template, or the capacity it holds on a node)."""
-    return KIND in pod.extra
+    return pod.reservation is not None

@@ -13,8 +13,23 @@ from typing import Any
 import numpy as np
 
 from berth.podresources import CPU, MEMORY, PODS
+from berth.scheduler.clusterevents import (
+    NODE,
+    POD,
+    RESERVATION,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
+from berth.scheduler.framework import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Handle,
+    Plugin,
+    Reason,
+    Verdict,
+)
 from berth.scheduler.nodetable import BASE_RESOURCES, Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
@@ -97,6 +112,13 @@ class NodeResourcesFit(Plugin):
                 f"(supported: {', '.join(STRATEGIES)})"
             )
         self.resources, self.weights = _weights(strategy)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(RESERVATION, ActionType.ALL),
+        )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         return insufficient(state, pod, nodes)

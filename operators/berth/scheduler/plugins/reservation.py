@@ -30,6 +30,7 @@ from berth.reservation.matching import (
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.scheduler.clusterevents import POD, RESERVATION, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
     SUCCESS,
@@ -42,7 +43,7 @@ from berth.scheduler.framework import (
 )
 from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import Held, is_reservation
+from berth.scheduler.reservations import Held
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
 
@@ -89,7 +90,10 @@ class Reservation(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        self.book = handle.view.reservations
+        self.book = handle.reservations
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (on(RESERVATION, ActionType.ALL), on(POD, ActionType.DELETE))
 
     def usable(self, pod: PodInfo, affinity: ReservationAffinity | None) -> list[Held]:
         pod_facts = facts(pod)
@@ -116,7 +120,12 @@ class Reservation(Plugin):
     # -- PreFilter / Score ----------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
-        if is_reservation(pod) or facts(pod).ignores_reservations:
+        if pod.reservation is not None:
+            # A pre-allocated reservation is placed whatever its node's pods request: it
+            # waits there (phase Waiting) until they leave room.
+            state.ignore_requested = bool((pod.reservation.get("spec") or {}).get("preAllocation"))
+            return SUCCESS
+        if facts(pod).ignores_reservations:
             return SUCCESS
         try:
             affinity = affinity_of(pod.annotations)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 
 from berth.scheduler.assembly import assemble
@@ -282,3 +283,11 @@ def make_env(
     built = parts.profile()
     fwk = built.framework
     return Env(parts.view, fwk.handle, fwk, built.cycle, parts.events, parts.book).add(*objects)
+
+
+def scores(env: Env, plugin: str, raw: Json, *names: str) -> list[int]:
+    """One score plugin's normalised scores for the named nodes, in that order."""
+    nodes = env.view.nodes
+    rows = np.array([nodes.index[n] for n in names], dtype=np.int64)
+    result = env.plugin(plugin).score(CycleState(), info(raw), nodes, rows)
+    return [int(s) for s in result]

@@ -191,3 +191,46 @@ def test_copying_an_owners_labels_is_not_enough_when_the_owner_is_a_controller()
         }
     ]
     assert place(made, genuine) == ("n1", "rs")
+
+
+def requested_cpu(made: Env, node_name: str) -> int:
+    return int(made.view.nodes.requested[made.view.nodes.index[node_name], 0])
+
+
+def test_an_owner_is_charged_to_the_reservation_it_was_checked_against() -> None:
+    """Two reservations on a 4-cpu node: a 2-cpu owner fits only with the 3-cpu one, so it
+    is credited and charged there, and the node never shows more requested than it has."""
+    made = make_env(
+        node("n1", cpu="4"), reservation("three", "3"), reservation("one", "1"), profile=PROFILE
+    )
+    assert place(made, web("w", "2")) == ("n1", "three")
+    assert requested_cpu(made, "n1") == 4000
+    assert made.book.held["rsv-three"].remaining() == {"cpu": 1000}
+    assert made.book.held["rsv-one"].remaining() == {"cpu": 1000}
+
+
+def test_an_owner_asking_exactly_what_the_larger_reservation_holds_fits() -> None:
+    made = make_env(
+        node("n1", cpu="4"), reservation("three", "3"), reservation("one", "1"), profile=PROFILE
+    )
+    assert place(made, web("w", "3")) == ("n1", "three")
+    assert requested_cpu(made, "n1") == 4000
+
+
+def test_a_pod_is_not_credited_with_the_sum_of_reservations_it_fits_in_none_of() -> None:
+    made = make_env(
+        node("n1", cpu="4"), reservation("two", "2"), reservation("other", "2"), profile=PROFILE
+    )
+    assert made.feasible(web("w", "3")) == []  # 2 + 2 reserved, but neither holds 3
+
+
+def test_the_lowest_reservation_order_is_used_first() -> None:
+    order = "scheduling.koordinator.sh/reservation-order"
+    made = make_env(
+        node("n1", cpu="5"),
+        reservation("second", "2", labels={order: "2"}),
+        reservation("first", "2", labels={order: "1"}),
+        reservation("unordered", "0.5"),
+        profile=PROFILE,
+    )
+    assert place(made, web("w", "0.5")) == ("n1", "first")

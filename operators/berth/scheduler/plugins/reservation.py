@@ -6,9 +6,16 @@ something to offer) and gives their capacity back to the pod on their nodes: ``A
 adds what is left of the reservation to the node's free capacity; ``Restricted`` only
 when the pod fits in what is left, for every resource the reservation holds. A pod with
 reservation-affinity is limited to such nodes and never falls back to ordinary capacity.
-Score prefers nodes with a usable reservation. Reserve takes the pod's share of the one
-that ends up most allocated; PreBind writes the ``reservation-allocated`` annotation, the
-truth of ownership for the operator and for a restarted scheduler.
+
+One accounting rule for filter, score and Reserve: on each node, PreFilter picks the one
+reservation the pod would use, Koordinator's way (the lowest non-zero
+``reservation-order`` label first, then the one that ends up most allocated), among those
+the pod fits with (what is left of it plus the node's free capacity, or, Restricted, what
+is left of it alone); that one's remainder is what the filter credits and what Reserve
+charges. A pod that fits in none of them alone is not credited with their sum. Score
+prefers nodes with a reservation for the pod; PreBind writes the
+``reservation-allocated`` annotation, the truth of ownership for the operator and for a
+restarted scheduler.
 """
 
 from __future__ import annotations
@@ -48,11 +55,14 @@ from berth.scheduler.reservations import Held
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
 
 
+ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
+
+
 @dataclass
 class Usable:
-    """The reservations a pod may use, by node row, and the one Reserve chose."""
+    """The reservation the pod would use on each row, and the one Reserve charged."""
 
-    by_row: dict[int, list[Held]]
+    by_row: dict[int, Held]
     chosen: Held | None = None
 
 
@@ -72,6 +82,23 @@ def facts(pod: PodInfo) -> PodFacts:
 def fits_restricted(held: Held, requests: Resources) -> bool:
     left = held.remaining()
     return all(requests.get(r, 0) <= left[r] for r in left if requests.get(r, 0) > 0)
+
+
+def order(held: Held) -> int:
+    """The ``reservation-order`` label: lower non-zero values are used first; 0 (or none,
+    or not a number) after every ordered one."""
+    text = (held.reservation.metadata.labels or {}).get(ORDER_LABEL, "")
+    try:
+        value = int(text)
+    except ValueError:
+        return 0
+    return max(value, 0)
+
+
+def preference(held: Held, requests: Resources) -> tuple[bool, int, float]:
+    """Sort key, best first: ordered before unordered, lower order, then most allocated."""
+    rank = order(held)
+    return (rank == 0, rank, -allocated_fraction(held, requests))
 
 
 def allocated_fraction(held: Held, requests: Resources) -> float:
@@ -131,27 +158,50 @@ class Reservation(Plugin):
             affinity = affinity_of(pod.annotations)
         except AffinityError as err:
             return unschedulable(self.name, str(err), resolvable=False)
-        by_row: dict[int, list[Held]] = {}
+        candidates: dict[int, list[Held]] = {}
         for held in self.usable(pod, affinity):
             row = nodes.index.get(held.node)
             if row is not None:
-                by_row.setdefault(row, []).append(held)
-        if affinity is not None and not by_row:
+                candidates.setdefault(row, []).append(held)
+        if affinity is not None and not candidates:
             return unschedulable(self.name, NO_MATCH)
+        by_row = self._choose(state, pod, nodes, candidates)
         if by_row:
             released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
             pods_column = nodes.columns["pods"]
-            for row, candidates in by_row.items():
-                best = max(candidates, key=lambda h: sum(h.remaining().values()))
-                released[row] += nodes.vector(best.remaining())[: released.shape[1]]
+            for row, held in by_row.items():
+                released[row] += nodes.vector(held.remaining())[: released.shape[1]]
                 released[row, pods_column] += 1  # the slot the reservation keeps for it
             state.released = released
-            if affinity is not None:
-                rows = np.zeros(nodes.size, dtype=bool)
-                rows[list(by_row)] = True
-                state.limit_nodes(rows, self.name)
+        if affinity is not None:
+            rows = np.zeros(nodes.size, dtype=bool)
+            rows[list(candidates)] = True
+            state.limit_nodes(rows, self.name)
         state.data[self.name] = Usable(by_row)
         return SUCCESS
+
+    def _choose(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, candidates: dict[int, list[Held]]
+    ) -> dict[int, Held]:
+        """Per row, the first reservation by preference that the pod fits with."""
+        if not candidates:
+            return {}
+        need = nodes.vector(pod.requests)
+        need[nodes.columns["pods"]] = 1
+        width = len(need)
+        chosen: dict[int, Held] = {}
+        for row, helds in candidates.items():
+            free = nodes.allocatable[row, :width] - nodes.requested[row, :width]
+            if state.nominated is not None:
+                held_back = state.nominated[row, :width]
+                free = free - np.pad(held_back, (0, width - len(held_back)))
+            for held in sorted(helds, key=lambda h: preference(h, pod.requests)):
+                given = nodes.vector(held.remaining())[:width]
+                given[nodes.columns["pods"]] += 1
+                if bool(((free + given) >= need)[need > 0].all()):
+                    chosen[row] = held
+                    break
+        return chosen
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         usable: Usable | None = state.data.get(self.name)
@@ -167,7 +217,7 @@ class Reservation(Plugin):
         row = self.handle.view.nodes.index.get(node)
         if usable is None or row is None or row not in usable.by_row:
             return SUCCESS
-        chosen = max(usable.by_row[row], key=lambda h: allocated_fraction(h, pod.requests))
+        chosen = usable.by_row[row]  # the one the filter credited
         self.book.allocate(chosen, pod)
         usable.chosen = chosen
         return SUCCESS

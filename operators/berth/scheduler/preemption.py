@@ -187,10 +187,11 @@ class Evaluator:
         """
         runner = self.handle.runner
         assumed = self.handle.view.assumed
+        shielded = self.handle.reservations.shielded_from(pod)  # reserved capacity stays
         potential = [
             p
             for p in policy.potential_victims(pod, row)
-            if p.uid not in assumed and not is_reservation(p)  # reserved capacity stays
+            if p.uid not in assumed and not is_reservation(p) and p.uid not in shielded
         ]
         if not potential:
             return (NO_VICTIMS,)

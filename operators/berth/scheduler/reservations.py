@@ -17,6 +17,7 @@ from typing import Any
 from berth import log
 from berth.api.reservation import Reservation, ReservationPhase
 from berth.podresources import Resources
+from berth.reservation.matching import facts_of, is_owner
 from berth.reservation.owners import owner_pod
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.view import ClusterView
@@ -230,6 +231,17 @@ class ReservationBook:
         for held in self.held.values():
             if held.node == node and held.counted is None:
                 self._count(held)
+
+    def shielded_from(self, pod: PodInfo) -> set[str]:
+        """Owners whose eviction would free nothing for ``pod``: their share goes back to a
+        reservation ``pod`` may not use, so they are never its preemption victims."""
+        facts = facts_of(pod.raw)
+        return {
+            uid
+            for held in self.held.values()
+            if not held.used_up and not is_owner(held.reservation, facts)
+            for uid in held.owners
+        }
 
     def on(self, node: str) -> list[Held]:
         return [h for h in self.held.values() if h.node == node]

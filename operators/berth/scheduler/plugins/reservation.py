@@ -33,10 +33,13 @@ from berth.reservation.matching import (
     PodFacts,
     ReservationAffinity,
     affinity_of,
+    exact_match_of,
+    exactly_matches,
     is_owner,
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.scheduler.capacity import unreserved_free
 from berth.scheduler.clusterevents import POD, RESERVATION, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
@@ -77,6 +80,33 @@ def facts(pod: PodInfo) -> PodFacts:
         owner_references=tuple(meta.get("ownerReferences") or ()),
         tolerations=pod.tolerations,
     )
+
+
+def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None) -> str:
+    """Why the pod may not use this reservation, or "" (the checks of ``usable`` in order)."""
+    reservation = held.reservation
+    phase = reservation.status.phase if reservation.status else None
+    if phase != ReservationPhase.AVAILABLE:
+        return f"phase {phase}"
+    if held.used_up:
+        return "allocateOnce and already allocated"
+    if not is_owner(reservation, facts(pod)):
+        return "not an owner"
+    if affinity is not None and not affinity.matches(reservation):
+        return "does not match the pod's reservation-affinity"
+    if not tolerates(reservation, affinity.tolerations if affinity is not None else ()):
+        return "untolerated taint (tolerate it in the reservation-affinity's tolerations)"
+    try:
+        exact = exact_match_of(pod.annotations)
+    except AffinityError as err:
+        return str(err)
+    if exact and not exactly_matches(pod.requests, held.allocatable, exact):
+        return f"exact-match-reservation on {', '.join(exact)}"
+    if reservation.spec.allocate_policy == AllocatePolicy.RESTRICTED and not fits_restricted(
+        held, pod.requests
+    ):
+        return "Restricted and the pod does not fit in what is left"
+    return ""
 
 
 def fits_restricted(held: Held, requests: Resources) -> bool:
@@ -123,26 +153,7 @@ class Reservation(Plugin):
         return (on(RESERVATION, ActionType.ALL), on(POD, ActionType.DELETE))
 
     def usable(self, pod: PodInfo, affinity: ReservationAffinity | None) -> list[Held]:
-        pod_facts = facts(pod)
-        found = []
-        for held in self.book.held.values():
-            reservation = held.reservation
-            phase = reservation.status.phase if reservation.status else None
-            if phase != ReservationPhase.AVAILABLE or reservation.spec.unschedulable:
-                continue
-            if held.used_up or not is_owner(reservation, pod_facts):
-                continue
-            if affinity is not None and not affinity.matches(reservation):
-                continue
-            if not tolerates(reservation, pod_facts):
-                continue
-            if (
-                reservation.spec.allocate_policy == AllocatePolicy.RESTRICTED
-                and not fits_restricted(held, pod.requests)
-            ):
-                continue
-            found.append(held)
-        return found
+        return [h for h in self.book.held.values() if not held_back(pod, h, affinity)]
 
     # -- PreFilter / Score ----------------------------------------------------------------
 
@@ -153,9 +164,12 @@ class Reservation(Plugin):
             state.ignore_requested = bool((pod.reservation.get("spec") or {}).get("preAllocation"))
             return SUCCESS
         if facts(pod).ignores_reservations:
+            self._ignore_all(state, nodes)
+            state.data[self.name] = Usable({})
             return SUCCESS
         try:
             affinity = affinity_of(pod.annotations)
+            exact_match_of(pod.annotations)
         except AffinityError as err:
             return unschedulable(self.name, str(err), resolvable=False)
         candidates: dict[int, list[Held]] = {}
@@ -180,6 +194,17 @@ class Reservation(Plugin):
         state.data[self.name] = Usable(by_row)
         return SUCCESS
 
+    def _ignore_all(self, state: CycleState, nodes: NodeTable) -> None:
+        """A pod labelled reservation-ignored schedules as if no reservation existed: what
+        they hold is free to it (Koordinator's meaning), and it is nobody's owner."""
+        released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
+        for held in self.book.held.values():
+            row = nodes.index.get(held.node)
+            if row is not None and held.counted is not None:
+                released[row] += nodes.vector(held.counted.requests)[: released.shape[1]]
+                released[row, nodes.columns["pods"]] += 1
+        state.released = released
+
     def _choose(
         self, state: CycleState, pod: PodInfo, nodes: NodeTable, candidates: dict[int, list[Held]]
     ) -> dict[int, Held]:
@@ -189,12 +214,10 @@ class Reservation(Plugin):
         need = nodes.vector(pod.requests)
         need[nodes.columns["pods"]] = 1
         width = len(need)
+        unreserved = unreserved_free(state, nodes)
         chosen: dict[int, Held] = {}
         for row, helds in candidates.items():
-            free = nodes.allocatable[row, :width] - nodes.requested[row, :width]
-            if state.nominated is not None:
-                held_back = state.nominated[row, :width]
-                free = free - np.pad(held_back, (0, width - len(held_back)))
+            free = unreserved[row, :width]
             for held in sorted(helds, key=lambda h: preference(h, pod.requests)):
                 given = nodes.vector(held.remaining())[:width]
                 given[nodes.columns["pods"]] += 1

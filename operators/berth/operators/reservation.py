@@ -95,7 +95,7 @@ class Reservations:
         decision = decide(
             reservation,
             self.worker.clock(),
-            owners=owners_of(reservation.metadata.uid, self.owners.get(name, ())),
+            owners=owners_of(reservation, self.owners.get(name, ())),
             node_gone=await self._node_gone(reservation),
             gc_period=self.gc_period,
         )

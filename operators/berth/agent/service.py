@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.agent.pods import PodRef, list_node_pods
-from berth.agent.report import build_status
+from berth.agent.report import build_status, history_seconds
 from berth.agent.sampler import Sampler
 from berth.agent.window import Window
 from berth.api.nodemetric import GROUP, VERSION, NodeMetricCollectPolicy, NodeMetricSpec
@@ -57,7 +57,7 @@ class Agent:
         self.sample_interval = options.sample_interval
         self.sampler = Sampler(options.proc_root, options.cgroup_root)
         self.policy = NodeMetricCollectPolicy()
-        self.window = Window(self.policy.aggregate_duration_seconds)
+        self.window = Window(history_seconds(self.policy))
         self.exists = False
         self.changed = asyncio.Event()
         self.pods: dict[str, PodRef] = {}
@@ -117,7 +117,7 @@ class Agent:
         self.log.info("following collect policy", policy=policy.to_dict())
         self.exists = True
         self.policy = policy
-        self.window.set_history(policy.aggregate_duration_seconds)
+        self.window.set_history(history_seconds(policy))
         self.changed.set()
 
     async def _sample_loop(self) -> None:
@@ -145,7 +145,7 @@ class Agent:
             last = loop.time()
 
     async def _report(self, core: CoreV1Api, custom: Any) -> None:
-        if self.window.pod_usages(self.policy.report_interval_seconds):
+        if self.window.pod_usages(self.policy.aggregate_duration_seconds):
             try:
                 self.pods = await list_node_pods(core, self.node)
             except API_ERRORS as err:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,8 +54,9 @@ class AgentOptions:
 class Agent:
     """Samples into a window; reports the window into the node's NodeMetric status."""
 
-    def __init__(self, options: AgentOptions) -> None:
+    def __init__(self, options: AgentOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = options.node_name
+        self.clock = clock  # monotonic seconds: when each sample is taken
         self.sample_interval = options.sample_interval
         self.sampler = Sampler(options.proc_root, options.cgroup_root)
         self.policy = NodeMetricCollectPolicy()
@@ -66,8 +69,7 @@ class Agent:
 
     def sample(self) -> None:
         """One reading into the window; raises OSError or ValueError when ``/proc`` fails."""
-        now = asyncio.get_running_loop().time()
-        sample = self.sampler.sample(now, self.policy.node_memory_collect_policy)
+        sample = self.sampler.sample(self.clock(), self.policy.node_memory_collect_policy)
         if sample is not None:
             self.window.add(sample)
 

@@ -234,7 +234,7 @@ async def test_a_label_or_annotation_on_a_stale_report_keeps_pending(
         await pods.create(numa.pod("p1", scheduler_name))
         nodes = len((await pods.core.list_node()).items)
         await pods.wait_message("p1", refused.format(n=nodes, m=nodes - 1))
-        plugin = scheduler.profiles[scheduler_name].plugins.instances["NodeResourceTopologyMatch"]
+        plugin = scheduler.profiles[scheduler_name].framework.instances["NodeResourceTopologyMatch"]
 
         for command in (
             ("label", PLURAL, numa.node, "berth.test/rack=r1"),

@@ -231,7 +231,7 @@ def numa_bench(
         f"{base.rate:.0f}/s (Poisson), admitted {low}-{high} s after placement, "
         f"{repeats} runs (seeds {seed}-{seed + repeats - 1}): median [min-max]",
         "",
-        "report every  ledger              placed      refused on node  left waiting  "
+        "report every  ledger              placed         refused on node  left waiting   "
         "last placed at",
     ]
     for interval in intervals:
@@ -240,9 +240,9 @@ def numa_bench(
             runs = [simulate(scenario, seed + r) for r in range(repeats)]
             lines.append(
                 f"{interval:>10.0f} s  {ledger:<18}  "
-                f"{_spread([o.placed for o in runs]):<10}  "
+                f"{_spread([o.placed for o in runs]):<13}  "
                 f"{_spread([o.refused_on_node for o in runs]):<15}  "
-                f"{_spread([o.waiting for o in runs]):<12}  "
+                f"{_spread([o.waiting for o in runs]):<13}  "
                 f"{_spread([o.last_placed for o in runs], ' s', 1)}"
             )
     return "\n".join(lines)

@@ -48,7 +48,7 @@ class Numa:
 
     async def report(
         self, zones: list[str], *, scope: str = "container", pods: list[str] | None = None,
-        namespace: str = "",
+        namespace: str = "", method: str | None = None,
     ) -> None:  # fmt: skip
         """Write the NRT as an updater would (with the fingerprint of ``pods`` if given)."""
         attributes = [
@@ -58,6 +58,8 @@ class Numa:
         if pods is not None:
             value = sign((namespace, name) for name in pods)
             attributes.append({"name": "nodeTopologyPodsFingerprint", "value": value})
+        if method is not None:
+            attributes.append({"name": "nodeTopologyPodsFingerprintMethod", "value": method})
         body: dict[str, Any] = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "NodeResourceTopology",
@@ -264,3 +266,24 @@ async def test_a_label_or_annotation_on_a_stale_report_keeps_pending(
 
 async def _more_failures(pods: Pods, name: str, before: int) -> bool:
     return await _failures(pods, name) > before
+
+
+async def test_an_exclusive_resources_fingerprint_clears_pending(
+    api: ApiClient, namespace: str, numa: Numa
+) -> None:
+    """The updater fingerprints only the pods with exclusive resources: a Burstable pod on
+    the node is not in it, and the report that lists p0 still matches."""
+    method = "with-exclusive-resources"
+    await numa.report(["4", "4", "4"], pods=[], namespace=namespace, method=method)
+    pods = Pods(api, namespace)
+    await pods.create(pod_body("shared", "nobody", cpu="500m", nodeName=numa.node))
+    scheduler_name = short(namespace)
+    async with running(api, numa_config(scheduler_name, pending=True)):
+        await pods.create(numa.pod("p0", scheduler_name))
+        await pods.wait_bound("p0")
+        await pods.create(numa.pod("p1", scheduler_name))
+        await pods.wait_event("p1", "FailedScheduling", within=60)
+        assert not await pods.node_of("p1")
+        # Zone 0 down to 1 cpu, fingerprint of p0 alone: matched, nothing pending.
+        await numa.report(["1", "4", "4"], pods=["p0"], namespace=namespace, method=method)
+        await pods.wait_bound("p1", within=90)

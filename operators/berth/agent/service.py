@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.agent.pods import PodRef, list_node_pods
-from berth.agent.report import build_status
+from berth.agent.report import build_status, history_seconds
 from berth.agent.sampler import Sampler
 from berth.agent.window import Window
 from berth.api.nodemetric import GROUP, VERSION, NodeMetricCollectPolicy, NodeMetricSpec
@@ -52,12 +54,13 @@ class AgentOptions:
 class Agent:
     """Samples into a window; reports the window into the node's NodeMetric status."""
 
-    def __init__(self, options: AgentOptions) -> None:
+    def __init__(self, options: AgentOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = options.node_name
+        self.clock = clock  # monotonic seconds: when each sample is taken
         self.sample_interval = options.sample_interval
         self.sampler = Sampler(options.proc_root, options.cgroup_root)
         self.policy = NodeMetricCollectPolicy()
-        self.window = Window(self.policy.aggregate_duration_seconds)
+        self.window = Window(history_seconds(self.policy))
         self.exists = False
         self.changed = asyncio.Event()
         self.pods: dict[str, PodRef] = {}
@@ -66,8 +69,7 @@ class Agent:
 
     def sample(self) -> None:
         """One reading into the window; raises OSError or ValueError when ``/proc`` fails."""
-        now = asyncio.get_running_loop().time()
-        sample = self.sampler.sample(now, self.policy.node_memory_collect_policy)
+        sample = self.sampler.sample(self.clock(), self.policy.node_memory_collect_policy)
         if sample is not None:
             self.window.add(sample)
 
@@ -117,7 +119,7 @@ class Agent:
         self.log.info("following collect policy", policy=policy.to_dict())
         self.exists = True
         self.policy = policy
-        self.window.set_history(policy.aggregate_duration_seconds)
+        self.window.set_history(history_seconds(policy))
         self.changed.set()
 
     async def _sample_loop(self) -> None:
@@ -145,7 +147,7 @@ class Agent:
             last = loop.time()
 
     async def _report(self, core: CoreV1Api, writer: ApiWriter) -> None:
-        if self.window.pod_usages(self.policy.report_interval_seconds):
+        if self.window.pod_usages(self.policy.aggregate_duration_seconds):
             try:
                 self.pods = await list_node_pods(core, self.node)
             except API_ERRORS as err:

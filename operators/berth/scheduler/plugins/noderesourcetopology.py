@@ -5,10 +5,15 @@ this scheduler's latest decisions. With pending tracking on (``cacheResyncPeriod
 above 0, as scheduler-plugins enables its reserve cache), a node's zones are read as
 reported minus the requests of the pods the report does not include yet:
 
-- when the report carries ``nodeTopologyPodsFingerprint`` and it matches the pods this
-  scheduler knows on the node, nothing is pending;
+- when the report carries a pods fingerprint (the ``nodeTopologyPodsFingerprint``
+  attribute, over all pods or, per ``nodeTopologyPodsFingerprintMethod``, over the pods
+  with exclusive resources; or the legacy ``topology.node.k8s.io/fingerprint``
+  annotation) and it matches the pods this scheduler knows on the node, nothing is pending;
 - when it does not match, the pods placed since the last report that matched are;
-- without a fingerprint, the pods placed after the report was written are.
+- without a fingerprint, the pods placed at or after the updater's last report are.
+
+A report is a change of the updater's own fields, never a label or an annotation someone
+else writes (``numa.report``).
 
 "Placed" is the view's record (``ClusterView.unreported``), the same one load-aware
 scheduling reads NodeMetric with: our Reserve, or the binding seen by the watch, so a
@@ -17,12 +22,15 @@ restart rebuilds it from the API. With tracking off, the report is taken as it i
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
+from berth.numa.exclusive import has_exclusive_resources
 from berth.numa.fingerprint import sign
 from berth.numa.fit import STRATEGIES, misalignment, node_score
+from berth.numa.report import Report, follow
 from berth.numa.topology import NodeTopology
 from berth.podresources import Resources
 from berth.scheduler.clusterevents import (
@@ -93,6 +101,7 @@ class NodeResourceTopologyMatch(Plugin):
         ]
         self.track_pending = int(args.get("cacheResyncPeriodSeconds") or 0) > 0
         self._topologies: dict[str, NodeTopology] = {}
+        self._reports: dict[str, Report] = {}
         self._matched_at: dict[str, float] = {}
         self._pending: dict[int, tuple[tuple[str, int, int], Resources]] = {}
         self._versions: dict[str, int] = {}
@@ -111,8 +120,12 @@ class NodeResourceTopologyMatch(Plugin):
         self._versions[name] = self._versions.get(name, 0) + 1
         if event == "DELETED":
             self._topologies.pop(name, None)
-        else:
-            self._topologies[name] = NodeTopology.from_object(obj)
+            self._reports.pop(name, None)
+            self._matched_at.pop(name, None)
+            return
+        report = follow(self._reports.get(name), obj, time.time())
+        self._reports[name] = report
+        self._topologies[name] = NodeTopology.from_object(obj, report.at)
 
     def pending(self, row: int, node: str, topology: NodeTopology) -> Resources:
         """Requests on the node that its report does not account for yet."""
@@ -126,6 +139,9 @@ class NodeResourceTopologyMatch(Plugin):
         since = topology.reported_at
         if topology.fingerprint:
             pods = view.pods_at(row)
+            if topology.exclusive_only:
+                listed = topology.listed
+                pods = [p for p in pods if has_exclusive_resources(p.raw.get("spec") or {}, listed)]
             if sign((p.namespace, p.name) for p in pods) == topology.fingerprint:
                 self._matched_at[node] = topology.reported_at
                 self._pending[row] = (key, {})

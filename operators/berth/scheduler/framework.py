@@ -116,6 +116,9 @@ class Handle:
     # Set by the profile's Cycle, for dry runs: why the pod does not fit on a row (the
     # reasons of the first failing filter), empty when it fits.
     reasons_at: Callable[[CycleState, PodInfo, int], tuple[str, ...]] | None = None
+    # The profile's PreFilter plugins that keep pod counts in the cycle state, told when a
+    # dry run removes or adds a pod on a row (set when the profile is resolved).
+    pre_filter_extensions: list[PreFilterExtensions] = field(default_factory=list)
 
 
 class Plugin:

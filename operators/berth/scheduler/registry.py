@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
-from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin, PreFilterExtensions
 from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
+from berth.scheduler.plugins.imagelocality import ImageLocality
+from berth.scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.nodeaffinity import NodeAffinity
 from berth.scheduler.plugins.nodename import NodeName
@@ -23,6 +25,7 @@ from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
@@ -38,6 +41,9 @@ PLUGINS: dict[str, type[Plugin]] = {
         NodePorts,
         NodeResourcesFit,
         NodeResourcesBalancedAllocation,
+        PodTopologySpread,
+        InterPodAffinity,
+        ImageLocality,
         DefaultPreemption,
         DefaultBinder,
         CapacityScheduling,
@@ -59,21 +65,21 @@ DEFAULTS: tuple[PluginRef, ...] = (
     PluginRef(name="NodeAffinity", weight=2),
     PluginRef(name="NodePorts"),
     PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="PodTopologySpread", weight=2),
+    PluginRef(name="InterPodAffinity", weight=2),
     PluginRef(name="DefaultPreemption"),
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
+    PluginRef(name="ImageLocality", weight=1),
     PluginRef(name="DefaultBinder"),
 )
 
 # kube-scheduler plugins Berth does not implement: named in the error so users know.
 NOT_IMPLEMENTED = frozenset(
     {
-        "PodTopologySpread",
-        "InterPodAffinity",
         "VolumeBinding",
         "VolumeRestrictions",
         "VolumeZone",
         "NodeVolumeLimits",
-        "ImageLocality",
         "DynamicResources",
     }
 )
@@ -137,6 +143,9 @@ def resolve(profile: Profile, handle: Handle) -> ProfilePlugins:
             if point == "score":
                 resolved.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
         resolved.points[point] = plugins
+    handle.pre_filter_extensions = [
+        p for p in resolved.at("preFilter") if isinstance(p, PreFilterExtensions)
+    ]
     return resolved
 
 

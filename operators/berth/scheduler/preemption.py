@@ -186,7 +186,7 @@ class Evaluator:
         if not potential:
             return (NO_VICTIMS,)
         for victim in potential:
-            nodes.remove_pod(row, victim)
+            self._uncount(state, pod, row, victim)
         removed = list(potential)
         try:
             reasons = self._reasons(state, pod, row) or policy.blocking(pod, removed)
@@ -197,11 +197,11 @@ class Evaluator:
             violations = 0
             for group, counts in ((violating, True), (others, False)):
                 for candidate in group:
-                    nodes.add_pod(row, candidate)
+                    self._count(state, pod, row, candidate)
                     removed.remove(candidate)
                     if not self._reasons(state, pod, row) and not policy.blocking(pod, removed):
                         continue  # reprieved
-                    nodes.remove_pod(row, candidate)
+                    self._uncount(state, pod, row, candidate)
                     removed.append(candidate)
                     victims.append(candidate)
                     violations += int(counts)
@@ -210,7 +210,19 @@ class Evaluator:
             )
         finally:
             for victim in removed:
-                nodes.add_pod(row, victim)
+                self._count(state, pod, row, victim)
+
+    def _uncount(self, state: CycleState, pod: PodInfo, row: int, other: PodInfo) -> None:
+        """Take a pod off the row in the node table and in the pod counts PreFilter plugins
+        keep in the cycle state (spread and anti-affinity counts), for a dry run."""
+        self.handle.view.nodes.remove_pod(row, other)
+        for plugin in self.handle.pre_filter_extensions:
+            plugin.remove_pod(state, pod, other, row)
+
+    def _count(self, state: CycleState, pod: PodInfo, row: int, other: PodInfo) -> None:
+        self.handle.view.nodes.add_pod(row, other)
+        for plugin in self.handle.pre_filter_extensions:
+            plugin.add_pod(state, pod, other, row)
 
     def _reasons(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
         assert self.handle.reasons_at is not None

@@ -214,3 +214,19 @@ def test_queueing_hints() -> None:
     node_a = zoned("a2", "a")
     assert plugin.after_node_change(wanted, None, node_a)
     assert not plugin.after_node_change(wanted, None, zoned("bare", None))
+
+
+def test_preemption_lifts_the_victims_spread_count() -> None:
+    env = make_env(
+        zoned("a1", "a"),
+        zoned("b1", "b", cpu="100m"),
+        web("w1", "a1", priority=1),
+        pod("filler", "100m", node_name="b1", priority=100),
+    )
+    wanted = spread_pod(spread(ZONE), priority=10)
+    # a1: 1 + 1 - 0 > 1 (zone b is empty of web pods); b1: no cpu left, filler outranks.
+    state, pod_info, diagnosis = env.diagnose(wanted)
+    plugin = env.plugin("DefaultPreemption")
+    rows = plugin.evaluator.helpful_rows(diagnosis)
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, plugin)
+    assert {c.node: [v.name for v in c.victims] for c in found} == {"a1": ["w1"]}

@@ -42,6 +42,10 @@ def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
     need = nodes.vector(pod.requests)
     need[nodes.columns[PODS]] = 1
     free = free_capacity(state, nodes)
+    # A request above the node's allocatable: no eviction can make room (kube-scheduler
+    # marks the node UnschedulableAndUnresolvable, "Preemption is not helpful").
+    too_big = (nodes.allocatable[: nodes.size] < need).any(axis=1)
+    too_big &= nodes.present[: nodes.size]
     reasons = []
     failed = np.zeros(nodes.size, dtype=bool)
     for resource, col in nodes.columns.items():
@@ -51,7 +55,9 @@ def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if short.any():
             failed |= short
             message = TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
-            reasons.append(Reason(short, message))
+            reasons.append(Reason(short & ~too_big, message))
+            if (short & too_big).any():
+                reasons.append(Reason(short & too_big, message, resolvable=False))
     return Verdict(~failed, tuple(reasons))
 
 

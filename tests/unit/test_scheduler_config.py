@@ -153,6 +153,7 @@ def test_capacity_scheduling_example_loads_as_written(tmp_path: Path) -> None:
     assert config.leader_election.leader_elect is False
     plugins = resolve(config.profiles[0], Handle(ClusterView(), "default-scheduler"))
     assert names(plugins, "preFilter") == [
+        "PlacementFields",
         "NodeAffinity",
         "PodTopologySpread",
         "InterPodAffinity",

@@ -25,6 +25,7 @@ from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.placementfields import PlacementFields
 from berth.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
@@ -44,6 +45,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         PodTopologySpread,
         InterPodAffinity,
         ImageLocality,
+        PlacementFields,
         DefaultPreemption,
         DefaultBinder,
         CapacityScheduling,
@@ -58,6 +60,8 @@ QUEUE_SORT = "PrioritySort"
 # kube-scheduler's default multiPoint plugins that Berth implements, in kube-scheduler's
 # order (which is also the order filters run in), with kube-scheduler's score weights.
 DEFAULTS: tuple[PluginRef, ...] = (
+    # Berth's own, first: a pod asking for placement Berth lacks is refused by name.
+    PluginRef(name="PlacementFields"),
     PluginRef(name="SchedulingGates"),
     PluginRef(name="NodeUnschedulable"),
     PluginRef(name="NodeName"),

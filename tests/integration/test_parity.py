@@ -27,7 +27,14 @@ from berth.localcluster.build import cached
 from berth.scheduler.framework import CycleState
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.service import Scheduler
-from tests.integration.cluster import Nodes, Pods, config_for, pod_body, running
+from tests.integration.cluster import (
+    Nodes,
+    Pods,
+    PriorityClasses,
+    config_for,
+    pod_body,
+    running,
+)
 from tests.integration.processes import process
 from tests.support import eventually
 
@@ -315,3 +322,42 @@ async def test_score_case_two_nodes(case: Case) -> None:
     for plugin, by_node in berth.scores.items():
         # A plugin kube-scheduler skipped for this pod does not appear in its log.
         assert kube.scores.get(plugin, {first: 0, second: 0}) == by_node, plugin
+
+
+async def test_preemption_frees_an_anti_affinity_conflict(case: Case, api: ApiClient) -> None:
+    classes = PriorityClasses(api, case.tag)
+    low = await classes.add("low", 10)
+    mid = await classes.add("mid", 100)
+    high = await classes.add("high", 1000)
+    for i in range(2):
+        await case.node(f"n{i}")
+    first, second = case.nodes.names
+
+    async def run(side: Side, _: Scheduler | None) -> None:
+        # Each node has one web pod: the cheaper one to evict is on the first node.
+        for name, node, priority in (("web-low", first, low), ("web-mid", second, mid)):
+            labels = {**WEB, SIDE: side.label}
+            await case.pin(
+                f"{side.label}-{name}", node, cpu="100m", labels=labels, priority_class=priority
+            )
+        await case.bind(
+            side,
+            "web-high",
+            cpu="100m",
+            labels=WEB,
+            affinity=anti(HOSTNAME, WEB),
+            priority_class=high,
+        )
+        left = await case.core.list_namespaced_pod(
+            case.namespace, label_selector=f"{SIDE}={side.label}"
+        )
+        side.messages["left"] = ",".join(
+            sorted(p.metadata.name.split("-", 1)[1] for p in left.items)
+        )
+
+    try:
+        kube, berth = await case.both(run)
+    finally:
+        await classes.delete_all()
+    assert kube.placed == berth.placed == {"web-high": first}
+    assert kube.messages == berth.messages == {"left": "high,web-mid"}

@@ -26,6 +26,8 @@ class SelectorOwners:
     # kind -> namespace -> name -> selector (None: the object selects nothing).
     selectors: dict[str, dict[str, dict[str, LabelSelector | None]]] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Bumped when namespace labels change: counts derived from namespaceSelector are stale.
+    namespace_version: int = 0
 
     def handler(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
         """A watch handler keeping one kind's selectors."""
@@ -43,10 +45,13 @@ class SelectorOwners:
 
     def on_namespace(self, event: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
+        before = self.namespace_labels.get(meta["name"])
         if event == "DELETED":
             self.namespace_labels.pop(meta["name"], None)
         else:
             self.namespace_labels[meta["name"]] = dict(meta.get("labels") or {})
+        if self.namespace_labels.get(meta["name"]) != before:
+            self.namespace_version += 1
 
     def labels_of(self, namespace: str) -> Mapping[str, str]:
         return self.namespace_labels.get(namespace, {})

@@ -18,9 +18,10 @@ import numpy as np
 from berth.scheduler.framework import Reason, Verdict
 from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.plugins.interpodaffinity.common import (
+    AffinityIndex,
     Pair,
+    add_pairs,
     add_terms,
-    assigned_pods,
     rows_in,
 )
 from berth.scheduler.podinfo import PodInfo
@@ -63,12 +64,28 @@ class FilterState:
         add_terms(self.anti, terms.required_anti, other, other_ns, node_labels, delta)
 
 
-def pre_filter(pod: PodInfo, nodes: NodeTable, owners: SelectorOwners) -> FilterState:
+def pre_filter(
+    pod: PodInfo, nodes: NodeTable, owners: SelectorOwners, index: AffinityIndex
+) -> FilterState:
     state = FilterState(owners.labels_of(pod.namespace), owners)
-    own = pod.pod_affinity.required or pod.pod_affinity.required_anti
-    for row, other in assigned_pods(nodes):
-        if own or other.pod_affinity.required_anti:
-            state.update(pod, other, nodes.labels[row], 1)
+    for row, others in index.with_required_anti(nodes):
+        labels = nodes.labels[row]
+        for other in others:
+            add_terms(
+                state.existing_anti,
+                other.pod_affinity.required_anti,
+                pod,
+                state.namespace_labels,
+                labels,
+                1,
+            )
+    terms = pod.pod_affinity
+    if terms.required:
+        add_pairs(
+            state.affinity, terms.required, index.matching(nodes, terms.required, owners), nodes
+        )
+    for term in terms.required_anti:
+        add_pairs(state.anti, (term,), index.matching(nodes, (term,), owners), nodes)
     return state
 
 

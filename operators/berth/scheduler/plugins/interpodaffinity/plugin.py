@@ -9,6 +9,7 @@ import numpy as np
 from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
 from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.plugins.interpodaffinity.common import AffinityIndex
 from berth.scheduler.plugins.interpodaffinity.filtering import FilterState, pre_filter, verdict
 from berth.scheduler.plugins.interpodaffinity.scoring import (
     node_scores,
@@ -30,11 +31,12 @@ class InterPodAffinity(Plugin):
             raise ValueError(f"hardPodAffinityWeight: not in valid range [0-{MAX_HARD_WEIGHT}]")
         self.hard_weight = weight
         self.ignore_existing_preferred = bool(args.get("ignorePreferredTermsOfExistingPods"))
+        self.index = AffinityIndex()
 
     # -- PreFilter / Filter ----------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
-        state.data[self.name] = pre_filter(pod, nodes, self.handle.view.owners)
+        state.data[self.name] = pre_filter(pod, nodes, self.handle.view.owners, self.index)
         return SUCCESS
 
     def _state(self, state: CycleState) -> FilterState | None:
@@ -73,6 +75,7 @@ class InterPodAffinity(Plugin):
             pod,
             nodes,
             self.handle.view.owners,
+            self.index,
             hard_weight=self.hard_weight,
             ignore_existing_preferred=self.ignore_existing_preferred,
         )

@@ -16,7 +16,12 @@ import numpy as np
 
 from berth.scheduler.framework import MAX_NODE_SCORE
 from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.plugins.interpodaffinity.common import Pair, add_terms, assigned_pods
+from berth.scheduler.plugins.interpodaffinity.common import (
+    AffinityIndex,
+    Pair,
+    add_pairs,
+    add_terms,
+)
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.podterms import WeightedAffinityTerm
 from berth.scheduler.selectorowners import SelectorOwners
@@ -40,29 +45,29 @@ def topology_scores(
     pod: PodInfo,
     nodes: NodeTable,
     owners: SelectorOwners,
+    index: AffinityIndex,
     *,
     hard_weight: int,
     ignore_existing_preferred: bool,
 ) -> Counter[Pair]:
     own = pod.pod_affinity
-    has_preferred = bool(own.preferred or own.preferred_anti)
-    pod_ns = owners.labels_of(pod.namespace)
     scores: Counter[Pair] = Counter()
-    for row, other in assigned_pods(nodes):
-        theirs = other.pod_affinity
-        if not has_preferred and theirs.empty:
-            continue
+    # The pod's preferred terms, over every pod of the cluster.
+    for terms, sign in ((own.preferred, 1), (own.preferred_anti, -1)):
+        for weighted in terms:
+            matching = index.matching(nodes, (weighted.term,), owners)
+            add_pairs(scores, (weighted.term,), matching * (sign * weighted.weight), nodes)
+    # The existing pods' terms about this pod.
+    pod_ns = owners.labels_of(pod.namespace)
+    for row, others in index.with_affinity(nodes):
         labels = nodes.labels[row]
-        if not labels:
-            continue
-        other_ns = owners.labels_of(other.namespace)
-        _weighted(scores, own.preferred, other, other_ns, labels, 1)
-        _weighted(scores, own.preferred_anti, other, other_ns, labels, -1)
-        if hard_weight > 0:
-            add_terms(scores, theirs.required, pod, pod_ns, labels, hard_weight)
-        if not ignore_existing_preferred:
-            _weighted(scores, theirs.preferred, pod, pod_ns, labels, 1)
-            _weighted(scores, theirs.preferred_anti, pod, pod_ns, labels, -1)
+        for other in others:
+            theirs = other.pod_affinity
+            if hard_weight > 0:
+                add_terms(scores, theirs.required, pod, pod_ns, labels, hard_weight)
+            if not ignore_existing_preferred:
+                _weighted(scores, theirs.preferred, pod, pod_ns, labels, 1)
+                _weighted(scores, theirs.preferred_anti, pod, pod_ns, labels, -1)
     return scores
 
 

@@ -13,10 +13,10 @@ import numpy.typing as npt
 from berth.api.meta import LabelSelector
 from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.plugins.nodeaffinity import required_rows
+from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.tainttoleration import first_untolerated
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.podterms import HOSTNAME, ZONE, SpreadConstraint, selects
-from berth.scheduler.reservations import is_reservation
 from berth.scheduler.selectorowners import SelectorOwners
 
 SYSTEM = "System"
@@ -98,21 +98,14 @@ def included(pod: PodInfo, constraint: SpreadConstraint, nodes: NodeTable) -> Ma
 def matches(other: PodInfo, selector: LabelSelector | None, namespace: str) -> bool:
     """kube-scheduler's countPodsMatchSelector rule for one pod: same namespace, not
     being deleted, selected."""
-    return (
-        other.namespace == namespace
-        and not other.deleting
-        and not is_reservation(other)
-        and selects(selector, other.labels)
-    )
+    return other.namespace == namespace and not other.deleting and selects(selector, other.labels)
 
 
 def pods_per_row(
-    nodes: NodeTable, selector: LabelSelector | None, namespace: str, rows: Iterable[int]
+    counter: PerRowCounts, nodes: NodeTable, selector: LabelSelector | None, namespace: str
 ) -> Counts:
-    """Matching pods on each of ``rows`` (0 elsewhere)."""
-    counts = np.zeros(nodes.size, dtype=np.int64)
+    """Matching pods on each row, recounted only on rows whose pods changed."""
     if selector is None:
-        return counts
-    for row in rows:
-        counts[row] = sum(1 for p in nodes.pods[row].values() if matches(p, selector, namespace))
-    return counts
+        return np.zeros(nodes.size, dtype=np.int64)
+    key = f"{namespace}/{selector.model_dump_json()}"
+    return counter.counts(nodes, key, lambda p: matches(p, selector, namespace))

@@ -13,6 +13,7 @@ import numpy as np
 
 from berth.scheduler.framework import Reason, Verdict
 from berth.scheduler.nodetable import Mask, NodeTable
+from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import (
     Counts,
     has_all_keys,
@@ -64,7 +65,10 @@ class FilterState:
 
 
 def pre_filter(
-    pod: PodInfo, constraints: tuple[SpreadConstraint, ...], nodes: NodeTable
+    pod: PodInfo,
+    constraints: tuple[SpreadConstraint, ...],
+    nodes: NodeTable,
+    counter: PerRowCounts,
 ) -> FilterState:
     codes = label_codes(nodes, constraints)
     with_keys = has_all_keys(nodes, codes)
@@ -72,9 +76,7 @@ def pre_filter(
     for constraint, column in zip(constraints, codes, strict=True):
         eligible = with_keys & included(pod, constraint, nodes)
         size = int(column.max()) + 1 if len(column) else 0
-        per_row = pods_per_row(
-            nodes, constraint.selector, pod.namespace, np.flatnonzero(eligible).tolist()
-        )
+        per_row = pods_per_row(counter, nodes, constraint.selector, pod.namespace)
         counts = np.bincount(column[eligible], weights=per_row[eligible], minlength=size)
         domains = np.zeros(size, dtype=bool)
         domains[column[eligible]] = True

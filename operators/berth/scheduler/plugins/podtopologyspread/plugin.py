@@ -9,6 +9,7 @@ import numpy as np
 from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
 from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import Defaults
 from berth.scheduler.plugins.podtopologyspread.filtering import FilterState, pre_filter, verdict
 from berth.scheduler.plugins.podtopologyspread.scoring import normalize, raw_scores
@@ -22,6 +23,7 @@ class PodTopologySpread(Plugin):
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
         self.defaults = Defaults.from_args(args)
+        self.counter = PerRowCounts()
 
     def constraints(self, pod: PodInfo, *, hard: bool) -> tuple[SpreadConstraint, ...]:
         return self.defaults.for_pod(pod, self.handle.view.owners, hard=hard)
@@ -30,7 +32,7 @@ class PodTopologySpread(Plugin):
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         hard = self.constraints(pod, hard=True)
-        state.data[self.name] = pre_filter(pod, hard, nodes) if hard else None
+        state.data[self.name] = pre_filter(pod, hard, nodes, self.counter) if hard else None
         return SUCCESS
 
     def _state(self, state: CycleState) -> FilterState | None:
@@ -62,7 +64,9 @@ class PodTopologySpread(Plugin):
         if not soft:
             return np.zeros(len(rows), dtype=np.int64)  # kube-scheduler skips the plugin
         require_all = bool(pod.spread) or not self.defaults.system
-        raw, ignored = raw_scores(pod, soft, nodes, rows, require_all_keys=require_all)
+        raw, ignored = raw_scores(
+            pod, soft, nodes, rows, self.counter, require_all_keys=require_all
+        )
         return normalize(raw, ignored)
 
     # -- queueing hints --------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 
 from berth.scheduler.framework import MAX_NODE_SCORE
 from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import (
     has_all_keys,
     included,
@@ -31,6 +32,7 @@ def raw_scores(
     constraints: tuple[SpreadConstraint, ...],
     nodes: NodeTable,
     rows: Ints,
+    counter: PerRowCounts,
     *,
     require_all_keys: bool,
 ) -> tuple[Ints, np.ndarray]:
@@ -42,14 +44,8 @@ def raw_scores(
     present = np.flatnonzero(nodes.present[: nodes.size])
     counted_rows = present[with_keys[present]] if require_all_keys else present
     score = np.zeros(len(rows), dtype=np.float64)
-    per_row_cache: dict[int, np.ndarray] = {}
     for constraint, column in zip(constraints, codes, strict=True):
-        key = id(constraint.selector)
-        if key not in per_row_cache:
-            per_row_cache[key] = pods_per_row(
-                nodes, constraint.selector, pod.namespace, present.tolist()
-            )
-        per_row = per_row_cache[key]
+        per_row = pods_per_row(counter, nodes, constraint.selector, pod.namespace)
         # A node without the label is the domain "" (only possible with the defaults).
         domain_of = np.where(column < 0, int(column.max(initial=-1)) + 1, column)
         if constraint.topology_key == HOSTNAME:

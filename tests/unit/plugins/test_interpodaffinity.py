@@ -243,3 +243,18 @@ async def test_pod_affinity_is_not_helped_by_preemption() -> None:
     assert result.message == (
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )
+
+
+def test_unknown_argument_is_refused_by_name() -> None:
+    bad = {"pluginConfig": [{"name": "InterPodAffinity", "args": {"hardPodAfinityWeight": 5}}]}
+    with pytest.raises(ConfigError, match="hardPodAfinityWeight"):
+        make_env(profile=bad)
+    typed = {
+        "pluginConfig": [
+            {
+                "name": "InterPodAffinity",
+                "args": {"kind": "InterPodAffinityArgs", "hardPodAffinityWeight": 5},
+            }
+        ]
+    }
+    assert make_env(profile=typed).plugin("InterPodAffinity").hard_weight == 5

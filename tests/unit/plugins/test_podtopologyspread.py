@@ -230,3 +230,23 @@ def test_preemption_lifts_the_victims_spread_count() -> None:
     rows = plugin.evaluator.helpful_rows(diagnosis)
     found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, plugin)
     assert {c.node: [v.name for v in c.victims] for c in found} == {"a1": ["w1"]}
+
+
+def test_unknown_argument_is_refused_by_name() -> None:
+    bad = {"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingtype": "List"}}]}
+    with pytest.raises(ConfigError, match="defaultingtype"):
+        make_env(profile=bad)
+
+
+def test_counts_follow_pods_and_nodes_between_cycles() -> None:
+    env = make_env(zoned("a1", "a"), zoned("b1", "b"), web("w1", "a1"))
+    wanted = spread_pod(spread(ZONE))
+    assert env.feasible(wanted) == ["b1"]
+    env.add(web("w2", "b1"))
+    assert env.feasible(wanted) == ["a1", "b1"]
+    env.view.on_pod("DELETED", web("w1", "a1"))
+    assert env.feasible(wanted) == ["a1"]
+    # A node gone and another in its row: its pods and zone are the new node's.
+    env.view.on_node("DELETED", zoned("b1", "b"))
+    env.add(zoned("c1", "c"))
+    assert env.feasible(wanted) == ["a1", "c1"]

@@ -39,6 +39,9 @@ class Defaults:
 
     @classmethod
     def from_args(cls, args: dict[str, Any]) -> Defaults:
+        unknown = set(args) - {"defaultingType", "defaultConstraints", "apiVersion", "kind"}
+        if unknown:
+            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         defaulting = args.get("defaultingType") or SYSTEM
         raw = list(args.get("defaultConstraints") or ())
         if defaulting not in (SYSTEM, LIST):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from berth.scheduler.assembly import assemble
 from berth.scheduler.config import (
     DEFAULT_SCHEDULER_NAME,
     ConfigError,
@@ -21,10 +22,9 @@ from berth.scheduler.config import (
     load,
     parse,
 )
-from berth.scheduler.framework import Handle
 from berth.scheduler.plugins.noderesources import NodeResourcesFit
-from berth.scheduler.registry import PLUGINS, ProfilePlugins, resolve
-from berth.scheduler.view import ClusterView
+from berth.scheduler.registry import PLUGINS
+from berth.scheduler.runtime import Framework
 from tests.support import REPO
 from tests.unit.scheduler_fixtures import Json
 
@@ -79,12 +79,16 @@ DEFAULT_WEIGHTS = {
 }
 
 
-def resolved(profile: Json | None = None) -> ProfilePlugins:
-    config = Profile.model_validate(profile or {})
-    return resolve(config, Handle(ClusterView(), config.scheduler_name))
+def resolve(profile: Profile) -> Framework:
+    """The profile's framework, built as the scheduler builds it."""
+    return assemble([profile]).profile().framework
 
 
-def names(plugins: ProfilePlugins, point: str) -> list[str]:
+def resolved(profile: Json | None = None) -> Framework:
+    return resolve(Profile.model_validate(profile or {}))
+
+
+def names(plugins: Framework, point: str) -> list[str]:
     return [p.name for p in plugins.at(point)]
 
 
@@ -97,7 +101,7 @@ def validate(document: Any) -> SchedulerConfiguration:
     """What the scheduler does at start-up: parse, then resolve every profile."""
     config = parse(document)
     for profile in config.profiles:
-        resolve(profile, Handle(ClusterView(), profile.scheduler_name))
+        resolve(profile)
     return config
 
 
@@ -151,7 +155,7 @@ def test_capacity_scheduling_example_loads_as_written(tmp_path: Path) -> None:
     config = load(path)
     assert config.scheduler_names() == ["default-scheduler"]
     assert config.leader_election.leader_elect is False
-    plugins = resolve(config.profiles[0], Handle(ClusterView(), "default-scheduler"))
+    plugins = resolve(config.profiles[0])
     assert names(plugins, "preFilter") == [
         "PlacementFields",
         "NodeAffinity",
@@ -363,7 +367,7 @@ def test_the_installed_configuration_enables_quotas_and_load_awareness() -> None
     """manifests/scheduler-config.yaml: what `kubectl apply -k manifests` gives the scheduler."""
     configmap = yaml.safe_load((REPO / "manifests" / "scheduler-config.yaml").read_text())
     config = parse(yaml.safe_load(configmap["data"]["scheduler-config.yaml"]))
-    plugins = resolve(config.profiles[0], Handle(ClusterView(), "berth-scheduler"))
+    plugins = resolve(config.profiles[0])
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
     assert "CapacityScheduling" in names(plugins, "preFilter")
     assert names(plugins, "reserve") == ["CapacityScheduling", "Reservation"]

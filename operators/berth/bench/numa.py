@@ -15,13 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berth.localcluster.nodes import kwok_node
+from berth.scheduler.assembly import assemble
 from berth.scheduler.config import Profile
-from berth.scheduler.cycle import Cycle
-from berth.scheduler.framework import CycleState, Handle
+from berth.scheduler.framework import CycleState
 from berth.scheduler.messages import FitError
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.registry import resolve
-from berth.scheduler.view import ClusterView
 
 ZONES, ZONE_CPU = 4, 8
 # A pod needs most of a zone: the node's cpu (32) fits 5 of them, its zones only 4.
@@ -67,16 +65,6 @@ def _pod(i: int) -> dict[str, Any]:
 
 
 def simulate(nodes: int, pods: int, rate: float, interval: float, pending: bool) -> Outcome:
-    view = ClusterView()
-    names = [f"numa-node-{i}" for i in range(nodes)]
-    allocatable = {"cpu": str(ZONES * ZONE_CPU), "memory": "256Gi", "pods": "110"}
-    for name in names:
-        view.on_node("ADDED", kwok_node(name, allocatable=allocatable))
-    free = {name: [ZONE_CPU] * ZONES for name in names}
-    start = datetime.now(UTC).timestamp()
-    report = view.on_custom("NodeResourceTopology")
-    for name in names:
-        report("ADDED", _report(name, free[name], start))
     args = {"cacheResyncPeriodSeconds": 5} if pending else {}
     profile = Profile.model_validate(
         {
@@ -84,9 +72,17 @@ def simulate(nodes: int, pods: int, rate: float, interval: float, pending: bool)
             "pluginConfig": [{"name": "NodeResourceTopologyMatch", "args": args}],
         }
     )
-    handle = Handle(view, "berth-scheduler")
-    cycle = Cycle(resolve(profile, handle), view)
-    handle.reasons_at = cycle.reasons_at
+    parts = assemble([profile])
+    view, cycle = parts.view, parts.profile().cycle
+    names = [f"numa-node-{i}" for i in range(nodes)]
+    allocatable = {"cpu": str(ZONES * ZONE_CPU), "memory": "256Gi", "pods": "110"}
+    for name in names:
+        parts.events.on_node("ADDED", kwok_node(name, allocatable=allocatable))
+    free = {name: [ZONE_CPU] * ZONES for name in names}
+    start = datetime.now(UTC).timestamp()
+    report = parts.events.on_custom("NodeResourceTopology")
+    for name in names:
+        report("ADDED", _report(name, free[name], start))
     outcome = Outcome()
 
     def attempt(pod: PodInfo, now: float) -> bool:

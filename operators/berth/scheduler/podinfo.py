@@ -100,6 +100,9 @@ class PodInfo:
     spread: tuple[SpreadConstraint, ...] = ()
     # Container images (init and app), normalized with ``:latest``.
     images: tuple[str, ...] = ()
+    # The Reservation object this pod stands for (its template being placed, or the
+    # capacity it holds on a node); None for real pods.
+    reservation: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,4 +1,4 @@
-"""Plugins by name, kube-scheduler's default set, and resolving a profile into plugins.
+"""Plugins by name, kube-scheduler's default set, and building a profile's framework.
 
 Resolution follows kube-scheduler: the defaults are a multiPoint list; a profile's
 multiPoint and per-point ``disabled`` remove defaults (``"*"`` all of them at that point),
@@ -8,11 +8,10 @@ weight). A plugin is instantiated once per profile and serves every point it imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
-from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin, PreFilterExtensions
+from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
 from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
@@ -30,6 +29,12 @@ from berth.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
+from berth.scheduler.reservations import ReservationBook
+from berth.scheduler.runtime import Framework
+from berth.scheduler.view import ClusterView
+
+if TYPE_CHECKING:
+    from berth.scheduler.writer import Writer
 
 PLUGINS: dict[str, type[Plugin]] = {
     cls.name: cls
@@ -115,42 +120,40 @@ def _merge(defaults: list[PluginRef], custom: PluginSet, where: str) -> list[Plu
     return merged
 
 
-@dataclass
-class ProfilePlugins:
-    """The resolved plugins of one profile, per extension point, in order."""
-
-    profile: Profile
-    instances: dict[str, Plugin] = field(default_factory=dict)
-    points: dict[str, list[Plugin]] = field(default_factory=dict)
-    weights: dict[str, int] = field(default_factory=dict)
-
-    def at(self, point: str) -> list[Any]:
-        return self.points.get(point, [])
-
-
-def resolve(profile: Profile, handle: Handle) -> ProfilePlugins:
+def build(
+    profile: Profile,
+    view: ClusterView,
+    reservations: ReservationBook,
+    writer: Writer | None = None,
+    percentage_of_nodes_to_score: int | None = None,
+) -> Framework:
+    """The profile's framework: its plugins resolved per extension point, instantiated once
+    each and given a handle on the view, the reservation book, the writer and the framework."""
     where = f"profile {profile.scheduler_name!r}"
     multi = _merge(list(DEFAULTS), profile.plugins.multi_point, f"{where} multiPoint")
     for ref in profile.plugins.queue_sort.enabled:
         if ref.name != QUEUE_SORT:
             raise ConfigError(f"{where} queueSort: only {QUEUE_SORT} is supported")
-    resolved = ProfilePlugins(profile)
+    handle = Handle(view, reservations, profile.scheduler_name, writer)
+    percentage = profile.percentage_of_nodes_to_score
+    framework = Framework(
+        profile.scheduler_name,
+        handle,
+        percentage if percentage is not None else percentage_of_nodes_to_score,
+    )
+    handle.framework = framework
     for point, protocol in EXTENSION_POINTS.items():
         custom: PluginSet = getattr(profile.plugins, _attr(point))
         defaults = [ref for ref in multi if isinstance_of(ref.name, protocol)]
         chosen = _merge(defaults, custom, f"{where} {point}")
-        plugins = []
+        plugins = getattr(framework, _attr(point))
         for ref in chosen:
             if not isinstance_of(ref.name, protocol):
                 raise ConfigError(f"{where} {point}: plugin {ref.name!r} has no {point} point")
-            plugins.append(_instance(resolved, ref.name, profile, handle))
+            plugins.append(_instance(framework, ref.name, profile, handle))
             if point == "score":
-                resolved.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
-        resolved.points[point] = plugins
-    handle.pre_filter_extensions = [
-        p for p in resolved.at("preFilter") if isinstance(p, PreFilterExtensions)
-    ]
-    return resolved
+                framework.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
+    return framework
 
 
 def isinstance_of(name: str, protocol: type) -> bool:
@@ -166,12 +169,12 @@ def _attr(point: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in point)
 
 
-def _instance(resolved: ProfilePlugins, name: str, profile: Profile, handle: Handle) -> Plugin:
-    if name not in resolved.instances:
+def _instance(framework: Framework, name: str, profile: Profile, handle: Handle) -> Plugin:
+    if name not in framework.instances:
         try:
-            resolved.instances[name] = PLUGINS[name](profile.args_for(name), handle)
+            framework.instances[name] = PLUGINS[name](profile.args_for(name), handle)
         except (ValueError, TypeError, KeyError) as err:
             raise ConfigError(
                 f"profile {profile.scheduler_name!r} pluginConfig {name}: {err}"
             ) from err
-    return resolved.instances[name]
+    return framework.instances[name]

@@ -23,6 +23,14 @@ from berth.api.elasticquota import GROUP, VERSION
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.ledger import QuotaLedger, Rejection
+from berth.scheduler.clusterevents import (
+    ELASTIC_QUOTA,
+    NODE,
+    POD,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.framework import (
     SUCCESS,
     CycleState,
@@ -56,6 +64,7 @@ class QuotaDemand:
 
 class CapacityScheduling(Plugin):
     name = "CapacityScheduling"
+    consumes = frozenset({POD})
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
@@ -72,16 +81,22 @@ class CapacityScheduling(Plugin):
         self.leaving: set[str] = set()
         self._quotas_version = -1
         for pod in handle.view.pods.values():
-            self._on_pod("ADDED", pod)
-        handle.view.pod_listeners.append(self._on_pod)
+            self.on_event(POD, "ADDED", pod)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(ELASTIC_QUOTA, ActionType.ALL),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+        )
 
     # -- accounting ------------------------------------------------------------------
 
-    def _on_pod(self, kind: str, pod: PodInfo) -> None:
+    def on_event(self, kind: str, event: str, pod: Any) -> None:
         """A pod being preempted no longer counts: its capacity is promised to the pod
         nominated in its place, which counts instead (a second preemptor must not evict
         more to make room for the first)."""
-        if kind == "DELETED":
+        if event == "DELETED":
             self.leaving.discard(pod.uid)
             self.ledger.remove(pod.uid)
         elif pod.occupies_node and not pod.preempted and pod.uid not in self.leaving:
@@ -149,7 +164,8 @@ class CapacityScheduling(Plugin):
             )
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        self.ledger.add(pod.uid, pod.namespace, pod.requests)
+        if pod.reservation is None:  # a Reservation is not charged to a namespace's quota
+            self.ledger.add(pod.uid, pod.namespace, pod.requests)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -24,6 +24,14 @@ import numpy.typing as npt
 from berth.loadaware.args import LoadAwareArgs, ThresholdsAnnotationError, node_thresholds
 from berth.loadaware.estimate import RESOURCES, NodeReport, estimate, pending_load
 from berth.podresources import Resources, pod_limits
+from berth.scheduler.clusterevents import (
+    NODE,
+    NODE_METRIC,
+    POD,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
 from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -39,6 +47,7 @@ def exceeds(resource: str) -> str:
 
 class LoadAwareScheduling(Plugin):
     name = "LoadAwareScheduling"
+    consumes = frozenset({KIND})
 
     def __init__(
         self, args: dict[str, Any], handle: Handle, clock: Callable[[], float] = time.time
@@ -56,12 +65,18 @@ class LoadAwareScheduling(Plugin):
             [max(0, self.config.resource_weights.get(r, 0)) for r in RESOURCES], dtype=np.int64
         )
         for obj in handle.view.custom.get(KIND, {}).values():
-            self._on_metric("ADDED", obj)
-        handle.view.custom_listeners.setdefault(KIND, []).append(self._on_metric)
+            self.on_event(KIND, "ADDED", obj)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(NODE_METRIC, ActionType.ALL),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+        )
 
     # -- what each node reports and will carry -------------------------------------------
 
-    def _on_metric(self, event: str, obj: dict[str, Any]) -> None:
+    def on_event(self, kind: str, event: str, obj: Any) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
         if event == "DELETED":
             self._reports.pop(name, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from berth.api.meta import NodeSelectorOperator
+from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
     SUCCESS,
@@ -36,6 +37,9 @@ def required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
 
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         """Terms that all pin metadata.name narrow the attempt to those nodes (DaemonSets)."""

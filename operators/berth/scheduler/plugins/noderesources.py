@@ -13,28 +13,30 @@ from typing import Any
 import numpy as np
 
 from berth.podresources import CPU, MEMORY, PODS
+from berth.scheduler.capacity import free_capacity
+from berth.scheduler.clusterevents import (
+    NODE,
+    POD,
+    RESERVATION,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
+from berth.scheduler.framework import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Handle,
+    Plugin,
+    Reason,
+    Verdict,
+)
 from berth.scheduler.nodetable import BASE_RESOURCES, Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
 TOO_MANY_PODS = "Too many pods"
 DEFAULT_RESOURCES = ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
 STRATEGIES = ("LeastAllocated", "MostAllocated")
-
-
-def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
-    """Allocatable minus requested (and held for nominated preemptors), plus what a
-    reservation gives back to its owner, per row and column."""
-    if state.ignore_requested:
-        return nodes.allocatable[: nodes.size].copy()
-    free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
-    for table, sign in ((state.nominated, -1), (state.released, 1)):
-        if table is not None:
-            if table.shape[1] < free.shape[1]:  # a resource first seen after it was built
-                table = np.pad(table, ((0, 0), (0, free.shape[1] - table.shape[1])))
-            free = free + sign * table[: nodes.size]
-    return free
 
 
 def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
@@ -103,6 +105,13 @@ class NodeResourcesFit(Plugin):
                 f"(supported: {', '.join(STRATEGIES)})"
             )
         self.resources, self.weights = _weights(strategy)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(RESERVATION, ActionType.ALL),
+        )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         return insufficient(state, pod, nodes)

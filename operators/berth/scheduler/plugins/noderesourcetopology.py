@@ -25,6 +25,14 @@ from berth.numa.fingerprint import sign
 from berth.numa.fit import STRATEGIES, misalignment, node_score
 from berth.numa.topology import NodeTopology
 from berth.podresources import Resources
+from berth.scheduler.clusterevents import (
+    NODE,
+    NODE_RESOURCE_TOPOLOGY,
+    POD,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.framework import CycleState, Handle, Plugin, Reason, Verdict
 from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -34,6 +42,7 @@ KIND = "NodeResourceTopology"
 
 class NodeResourceTopologyMatch(Plugin):
     name = "NodeResourceTopologyMatch"
+    consumes = frozenset({KIND})
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
@@ -56,10 +65,16 @@ class NodeResourceTopologyMatch(Plugin):
         self._pending: dict[int, tuple[tuple[str, int, int], Resources]] = {}
         self._versions: dict[str, int] = {}
         for obj in handle.view.custom.get(KIND, {}).values():
-            self._on_topology("ADDED", obj)
-        handle.view.custom_listeners.setdefault(KIND, []).append(self._on_topology)
+            self.on_event(KIND, "ADDED", obj)
 
-    def _on_topology(self, event: str, obj: dict[str, Any]) -> None:
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(NODE_RESOURCE_TOPOLOGY, ActionType.ALL),
+            on(NODE, ActionType.ADD),
+            on(POD, ActionType.DELETE),
+        )
+
+    def on_event(self, kind: str, event: str, obj: Any) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
         self._versions[name] = self._versions.get(name, 0) + 1
         if event == "DELETED":

@@ -125,11 +125,11 @@ def place(made: Env, raw: Json) -> tuple[str, str | None]:
 def test_owners_shrink_the_reservation_and_allocate_once_ends_it() -> None:
     made = env(reservation("r", "3"))
     assert place(made, web("w1", "1")) == ("n1", "r")
-    held = made.view.reservations.held["rsv-r"]
+    held = made.book.held["rsv-r"]
     assert held.remaining() == {"cpu": 2000}
     once = env(reservation("r", "3", once=True))
     assert place(once, web("w1", "1")) == ("n1", "r")
-    assert once.view.reservations.held["rsv-r"].used_up
+    assert once.book.held["rsv-r"].used_up
     assert place(once, web("w2", "1"))[1] is None  # no longer offered
 
 
@@ -162,8 +162,8 @@ def test_waiting_and_pending_reservations() -> None:
     made = env(reservation("r", "3", phase="Waiting"))
     assert made.feasible(pod("other", "2")) == ["n2"]  # Waiting holds too
     pending = env(reservation("r", "3", phase="Pending"))
-    assert made.view.reservations.held
-    assert not pending.view.reservations.held
+    assert made.book.held
+    assert not pending.book.held
     assert np.all(pending.view.nodes.requested[:2, 0] == 0)
 
 
@@ -191,3 +191,167 @@ def test_copying_an_owners_labels_is_not_enough_when_the_owner_is_a_controller()
         }
     ]
     assert place(made, genuine) == ("n1", "rs")
+
+
+def requested_cpu(made: Env, node_name: str) -> int:
+    return int(made.view.nodes.requested[made.view.nodes.index[node_name], 0])
+
+
+def test_an_owner_is_charged_to_the_reservation_it_was_checked_against() -> None:
+    """Two reservations on a 4-cpu node: a 2-cpu owner fits only with the 3-cpu one, so it
+    is credited and charged there, and the node never shows more requested than it has."""
+    made = make_env(
+        node("n1", cpu="4"), reservation("three", "3"), reservation("one", "1"), profile=PROFILE
+    )
+    assert place(made, web("w", "2")) == ("n1", "three")
+    assert requested_cpu(made, "n1") == 4000
+    assert made.book.held["rsv-three"].remaining() == {"cpu": 1000}
+    assert made.book.held["rsv-one"].remaining() == {"cpu": 1000}
+
+
+def test_an_owner_asking_exactly_what_the_larger_reservation_holds_fits() -> None:
+    made = make_env(
+        node("n1", cpu="4"), reservation("three", "3"), reservation("one", "1"), profile=PROFILE
+    )
+    assert place(made, web("w", "3")) == ("n1", "three")
+    assert requested_cpu(made, "n1") == 4000
+
+
+def test_a_pod_is_not_credited_with_the_sum_of_reservations_it_fits_in_none_of() -> None:
+    made = make_env(
+        node("n1", cpu="4"), reservation("two", "2"), reservation("other", "2"), profile=PROFILE
+    )
+    assert made.feasible(web("w", "3")) == []  # 2 + 2 reserved, but neither holds 3
+
+
+def test_the_lowest_reservation_order_is_used_first() -> None:
+    order = "scheduling.koordinator.sh/reservation-order"
+    made = make_env(
+        node("n1", cpu="5"),
+        reservation("second", "2", labels={order: "2"}),
+        reservation("first", "2", labels={order: "1"}),
+        reservation("unordered", "0.5"),
+        profile=PROFILE,
+    )
+    assert place(made, web("w", "0.5")) == ("n1", "first")
+
+
+def owner_in(raw: Json, reservation_name: str) -> Json:
+    """A pod bound into a reservation, as the watch shows it after Berth placed it."""
+    raw["metadata"].setdefault("annotations", {})[
+        "scheduling.koordinator.sh/reservation-allocated"
+    ] = f'{{"name": "{reservation_name}", "uid": "rsv-{reservation_name}"}}'
+    return raw
+
+
+def candidates(made: Env, raw: Json) -> list[Any]:
+    state, pod_info, diagnosis = made.diagnose(raw)
+    plugin = made.plugin("DefaultPreemption")
+    rows = plugin.evaluator.helpful_rows(diagnosis)
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, plugin)
+    return [[v.name for v in c.victims] for c in found]
+
+
+def test_a_stranger_never_evicts_an_owner_of_a_reusable_reservation() -> None:
+    """Evicting the owner would give its share back to the reservation, not to the stranger."""
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("r", "3"),
+        owner_in(web("w1", "2", node_name="n1"), "r"),
+        profile=PROFILE,
+    )
+    assert made.book.held["rsv-r"].remaining() == {"cpu": 1000}
+    assert candidates(made, pod("stranger", "2", priority=1000)) == []
+
+
+def test_an_owner_may_evict_a_lower_priority_owner_of_the_same_reservation() -> None:
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("r", "3"),
+        owner_in(web("w1", "3", node_name="n1"), "r"),
+        profile=PROFILE,
+    )
+    assert candidates(made, web("w2", "3", priority=100)) == [["w1"]]
+
+
+def test_a_nominated_pods_hold_never_covers_reserved_capacity() -> None:
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("r", "3"),
+        pod("low", "1", node_name="n1"),
+        pod("stranger", "2", priority=1000, nominated="n1"),
+        profile=PROFILE,
+    )
+    # 0 cpu unreserved is free and the stranger holds 2 of it: the owner still gets its 3.
+    assert made.feasible(web("w", "3")) == ["n1"]
+
+
+def affine(raw: Json, affinity: str) -> Json:
+    raw["metadata"]["annotations"] = {"scheduling.koordinator.sh/reservation-affinity": affinity}
+    return raw
+
+
+def test_reservation_selector_terms_choose_among_reservations() -> None:
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("a", "1", labels={"tier": "gold"}),
+        reservation("b", "1", labels={"tier": "silver"}),
+        profile=PROFILE,
+    )
+    terms = (
+        '{"requiredDuringSchedulingIgnoredDuringExecution": {"reservationSelectorTerms": '
+        '[{"matchExpressions": [{"key": "tier", "operator": "In", "values": ["silver"]}]}]}}'
+    )
+    assert place(made, affine(web("w", "1"), terms)) == ("n1", "b")
+
+
+def test_reservation_taints_are_tolerated_by_the_affinitys_tolerations_only() -> None:
+    tainted = reservation("r", "2")
+    tainted["spec"]["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    own = web("own", "1", tolerations=[{"key": "dedicated", "operator": "Exists"}])
+    assert place(make_env(node("n1", cpu="4"), tainted, profile=PROFILE), own)[1] is None
+    tolerating = affine(
+        web("aff", "1"), '{"tolerations": [{"key": "dedicated", "operator": "Exists"}]}'
+    )
+    made = make_env(node("n1", cpu="4"), tainted, profile=PROFILE)
+    assert place(made, tolerating) == ("n1", "r")
+
+
+def test_an_unschedulable_reservation_is_used_only_by_pods_tolerating_it() -> None:
+    closed = reservation("r", "2")
+    closed["spec"]["unschedulable"] = True
+    assert place(make_env(node("n1", cpu="4"), closed, profile=PROFILE), web("w", "1"))[1] is None
+    tolerating = affine(
+        web("t", "1"),
+        '{"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]}',
+    )
+    made = make_env(node("n1", cpu="4"), closed, profile=PROFILE)
+    assert place(made, tolerating) == ("n1", "r")
+
+
+def test_exact_match_reservation() -> None:
+    exact = '{"resourceNames": ["cpu"]}'
+    made = make_env(node("n1", cpu="8"), reservation("r", "2"), profile=PROFILE)
+    smaller = web("small", "1")
+    smaller["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/exact-match-reservation": exact
+    }
+    assert place(made, smaller)[1] is None
+    same = web("same", "2")
+    same["metadata"]["annotations"] = {"scheduling.koordinator.sh/exact-match-reservation": exact}
+    assert place(made, same) == ("n1", "r")
+
+
+def test_a_reservation_ignored_pod_sees_reserved_capacity_as_free_and_owns_nothing() -> None:
+    made = make_env(node("n1", cpu="4"), reservation("r", "3"), profile=PROFILE)
+    ignoring = pod(
+        "i", "4", labels={"app": "web", "scheduling.koordinator.sh/reservation-ignored": "true"}
+    )
+    assert made.feasible(ignoring) == ["n1"]
+    assert place(made, ignoring) == ("n1", None)
+
+
+def test_an_unknown_reservation_affinity_field_is_refused_by_name() -> None:
+    made = make_env(node("n1", cpu="4"), reservation("r", "1"), profile=PROFILE)
+    message = made.message(affine(web("w", "1"), '{"nmae": "r"}'))
+    assert "unknown field(s) nmae" in message

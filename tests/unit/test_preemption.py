@@ -184,7 +184,7 @@ def test_nominated_pods_keep_holding_capacity_in_dry_runs() -> None:
     )
     assert victims_on(env, pod("p", "2", priority=50), "n1") is None
     # A nominated pod below the preemptor does not hold anything.
-    env.view.on_pod("MODIFIED", pod("waiting", "2", priority=10, nominated="n1"))
+    env.events.on_pod("MODIFIED", pod("waiting", "2", priority=10, nominated="n1"))
     assert victims_on(env, pod("p", "2", priority=50), "n1") == ["low"]
 
 

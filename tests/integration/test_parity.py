@@ -17,14 +17,14 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from berth.localcluster.build import cached
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework import CycleState, Plugin
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.service import Scheduler
 from tests.integration.cluster import (
@@ -180,16 +180,18 @@ class Case:
     def berth_scores(self, scheduler: Scheduler, body: dict[str, Any]) -> dict[str, dict[str, int]]:
         """Berth's weighted score per plugin and node for a pod, on its view now."""
         profile = scheduler.profiles[body["spec"]["schedulerName"]]
+        framework = profile.framework
         pod = PodInfo.from_pod(body)
         state = CycleState()
         rows, _ = profile.cycle.feasible(state, pod)
         nodes = scheduler.view.nodes
         scores: dict[str, dict[str, int]] = {}
-        for plugin in profile.plugins.at("score"):
-            weight = profile.plugins.weights[plugin.name]
+        for plugin in framework.score:
+            name = cast(Plugin, plugin).name
             values = plugin.score(state, pod, nodes, rows)
-            scores[plugin.name] = {
-                nodes.names[int(r)]: int(v) * weight for r, v in zip(rows, values, strict=True)
+            scores[name] = {
+                nodes.names[int(r)]: int(v) * framework.weights[name]
+                for r, v in zip(rows, values, strict=True)
             }
         return scores
 

@@ -258,3 +258,19 @@ def test_unknown_argument_is_refused_by_name() -> None:
         ]
     }
     assert make_env(profile=typed).plugin("InterPodAffinity").hard_weight == 5
+
+
+async def test_requeued_when_the_blocking_pod_goes_not_when_another_comes() -> None:
+    from tests.unit.test_schedule_one import Loop, berth_pod
+
+    blocker = pod("w0", "100m", labels=WEB, node_name="a1")
+    wanted = berth_pod("w1", "100m", labels=WEB, affinity=pod_affinity(anti=[term(HOSTNAME, WEB)]))
+    loop = Loop(zoned("a1", "a"), blocker, wanted)
+    await loop.attempt()
+    assert loop.queue.counts()["unschedulable"] == 1
+    loop.parts.events.on_pod("ADDED", pod("other", "100m", labels=DB, node_name="a1"))
+    assert loop.queue.counts()["unschedulable"] == 1
+    loop.parts.events.on_pod("DELETED", blocker)
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("w1", "a1")) in loop.writer.calls

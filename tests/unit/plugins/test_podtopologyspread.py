@@ -250,3 +250,21 @@ def test_counts_follow_pods_and_nodes_between_cycles() -> None:
     env.view.on_node("DELETED", zoned("b1", "b"))
     env.add(zoned("c1", "c"))
     assert env.feasible(wanted) == ["a1", "c1"]
+
+
+async def test_requeued_when_a_node_brings_a_new_domain() -> None:
+    from tests.unit.test_schedule_one import Loop, berth_pod
+
+    wanted = berth_pod("new", "100m", labels=WEB)
+    # One zone of the two minDomains asks for: only PodTopologySpread rejects the pod.
+    wanted["spec"]["topologySpreadConstraints"] = [spread(ZONE, minDomains=2)]
+    loop = Loop(zoned("a1", "a"), web("w1", "a1"), wanted)
+    await loop.attempt()
+    assert loop.queue.counts()["unschedulable"] == 1
+    # A node without the zone label is no help; one in a new zone is.
+    loop.parts.events.on_node("ADDED", zoned("bare", None))
+    assert loop.queue.counts()["unschedulable"] == 1
+    loop.parts.events.on_node("ADDED", zoned("c1", "c"))
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("new", "c1")) in loop.writer.calls

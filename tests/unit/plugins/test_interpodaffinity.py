@@ -274,3 +274,18 @@ async def test_requeued_when_the_blocking_pod_goes_not_when_another_comes() -> N
     assert loop.queue.counts()["unschedulable"] == 0
     await loop.attempt()
     assert ("bind", ("w1", "a1")) in loop.writer.calls
+
+
+def test_a_pod_nominated_to_a_node_counts_for_anti_affinity() -> None:
+    # web-pre (priority 10) waits on a2 for its victims to leave; a web pod of lower
+    # priority with anti-affinity against web pods must not take a2 meanwhile.
+    env = make_env(zoned("a1", "a", cpu="50m"), zoned("a2", "a"))
+    waiting = pod("web-pre", "100m", labels=WEB, priority=10, nominated="a2")
+    env.add(waiting)
+    wanted = pod("web", "100m", labels=WEB, affinity=pod_affinity(anti=[term(HOSTNAME, WEB)]))
+    assert env.message(wanted) == (f"0/2 nodes are available: 1 Insufficient cpu, 1 {ANTI}.")
+    # A pod that outranks the nominated one does not see it.
+    outranking = pod(
+        "web", "100m", labels=WEB, priority=20, affinity=pod_affinity(anti=[term(HOSTNAME, WEB)])
+    )
+    assert env.feasible(outranking) == ["a2"]

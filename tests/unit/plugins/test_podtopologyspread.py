@@ -268,3 +268,14 @@ async def test_requeued_when_a_node_brings_a_new_domain() -> None:
     assert loop.queue.counts()["unschedulable"] == 0
     await loop.attempt()
     assert ("bind", ("new", "c1")) in loop.writer.calls
+
+
+def test_a_pod_nominated_to_a_node_counts_for_spread() -> None:
+    env = make_env(zoned("a1", "a"), zoned("b1", "b"), web("w1", "b1"))
+    env.add(web("pre", priority=10, nominated="a1"))
+    # Without the nominated pod zone a is empty and a1 fits; with it, a1 (1 + 1 - 1) is
+    # still fine, and b1 (1 + 1 - 0) was already too full.
+    assert env.feasible(spread_pod(spread(ZONE))) == ["a1"]
+    env.add(web("pre2", priority=10, nominated="a1"))
+    # Two pods on their way to a1: 2 + 1 - 1 > 1 there too.
+    assert env.feasible(spread_pod(spread(ZONE))) == []

@@ -43,6 +43,15 @@ class FilterState:
     # Pairs of pods matching some of its required anti-affinity terms.
     anti: Counter[Pair] = field(default_factory=Counter)
 
+    def copy(self) -> FilterState:
+        return FilterState(
+            self.namespace_labels,
+            self.owners,
+            Counter(self.existing_anti),
+            Counter(self.affinity),
+            Counter(self.anti),
+        )
+
     def update(
         self, pod: PodInfo, other: PodInfo, node_labels: Mapping[str, str], delta: int
     ) -> None:

@@ -16,6 +16,7 @@ from berth.scheduler.plugins.interpodaffinity.scoring import (
     normalize,
     topology_scores,
 )
+from berth.scheduler.plugins.nominated import with_nominated
 from berth.scheduler.podinfo import PodInfo
 
 MAX_HARD_WEIGHT = 100
@@ -67,11 +68,21 @@ class InterPodAffinity(Plugin):
             self.pre_filter(state, pod, nodes)
             counts = self._state(state)
             assert counts is not None
-        if not (
-            pod.pod_affinity.required or pod.pod_affinity.required_anti or counts.existing_anti
-        ):
+        nominated = state.nominated_pods
+        terms = pod.pod_affinity
+        if not (terms.required or terms.required_anti or counts.existing_anti or nominated):
             return Verdict.all(nodes)
-        return verdict(pod, counts, nodes)
+        plain = verdict(pod, counts, nodes)
+        if not nominated:
+            return plain
+
+        def counted(row: int, pods: list[PodInfo]) -> Verdict:
+            with_pods = counts.copy()
+            for other in pods:
+                with_pods.update(pod, other, nodes.labels[row], 1)
+            return verdict(pod, with_pods, nodes)
+
+        return with_nominated(plain, nominated, counted)
 
     # -- Score -----------------------------------------------------------------------
 

@@ -46,6 +46,11 @@ class DomainCounts:
             return 0
         return int(self.counts[self.domains].min())
 
+    def copy(self) -> DomainCounts:
+        return DomainCounts(
+            self.constraint, self.codes, self.eligible, self.counts.copy(), self.domains
+        )
+
     def update(self, pod: PodInfo, other: PodInfo, row: int, delta: int) -> None:
         """A pod counted or uncounted on ``row`` (preemption dry runs, nominated pods)."""
         if row >= len(self.eligible) or not self.eligible[row]:
@@ -58,6 +63,9 @@ class DomainCounts:
 @dataclass
 class FilterState:
     constraints: list[DomainCounts]
+
+    def copy(self) -> FilterState:
+        return FilterState([c.copy() for c in self.constraints])
 
     def update(self, pod: PodInfo, other: PodInfo, row: int, delta: int) -> None:
         for domain in self.constraints:

@@ -9,6 +9,7 @@ import numpy as np
 from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
 from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.plugins.nominated import with_nominated
 from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import Defaults
 from berth.scheduler.plugins.podtopologyspread.filtering import FilterState, pre_filter, verdict
@@ -55,7 +56,17 @@ class PodTopologySpread(Plugin):
         counts = self._state(state)
         if counts is None:
             return Verdict.all(nodes)
-        return verdict(pod, counts, nodes)
+        plain = verdict(pod, counts, nodes)
+        if not state.nominated_pods:
+            return plain
+
+        def counted(row: int, pods: list[PodInfo]) -> Verdict:
+            with_pods = counts.copy()
+            for other in pods:
+                with_pods.update(pod, other, row, 1)
+            return verdict(pod, with_pods, nodes)
+
+        return with_nominated(plain, state.nominated_pods, counted)
 
     # -- Score -----------------------------------------------------------------------
 

@@ -125,7 +125,11 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the operators and the scheduler in one process")
     run.add_argument("--kubeconfig", help="kubeconfig path (default: in-cluster, then KUBECONFIG)")
-    run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
+    run.add_argument(
+        "--config",
+        help="scheduler configuration (KubeSchedulerConfiguration; default: the profile "
+        "`kubectl apply -k manifests` installs)",
+    )
     run.add_argument("--no-operators", action="store_true", help="do not run the operators")
     run.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler")
     run.add_argument("--log-level", default="info")

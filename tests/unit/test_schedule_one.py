@@ -226,3 +226,19 @@ def test_a_reservation_template_is_typed_as_one() -> None:
     template = template_pod(reservation("r", "1"), {})
     assert template.reservation is not None
     assert template.reservation["metadata"]["name"] == "r"
+
+
+async def test_a_placed_reservation_edited_bigger_keeps_what_it_was_granted() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    placed = reservation("r", "2")
+    placed["status"] = {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "2"}}
+    loop.parts.events.on_custom("Reservation")("ADDED", placed)
+    grown = reservation("r", "7")
+    grown["status"] = placed["status"]
+    loop.parts.events.on_custom("Reservation")("MODIFIED", grown)
+    assert loop.parts.book.held["rsv-r"].allocatable == {"cpu": 2000}
+    assert loop.parts.view.nodes.requested[0, 0] == 2000  # never 7000 on a 4000m node
+    (warning,) = loop.writer.events("ResizeRefused")
+    assert "now requests cpu=7 but the reservation holds cpu=2 on node n1" in warning
+    loop.parts.events.on_custom("Reservation")("MODIFIED", grown)
+    assert len(loop.writer.events("ResizeRefused")) == 1  # said once per new size

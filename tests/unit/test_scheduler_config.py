@@ -7,11 +7,14 @@ kube-scheduler (pkg/scheduler/apis/config/v1 defaults.go and default_plugins.go)
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from berth.scheduler.assembly import assemble
 from berth.scheduler.config import (
@@ -19,9 +22,12 @@ from berth.scheduler.config import (
     ConfigError,
     Profile,
     SchedulerConfiguration,
+    installed_text,
     load,
     parse,
 )
+from berth.scheduler.config import main as config_main
+from berth.scheduler.framework import EXTENSION_POINTS
 from berth.scheduler.plugins.noderesources import NodeResourcesFit
 from berth.scheduler.registry import PLUGINS
 from berth.scheduler.runtime import Framework
@@ -108,15 +114,39 @@ def validate(document: Any) -> SchedulerConfiguration:
 # -- defaults ---------------------------------------------------------------------------
 
 
-def test_no_file_gives_one_default_profile() -> None:
+def test_no_file_runs_the_installed_profile() -> None:
     config = load(None)
     assert config.scheduler_names() == [DEFAULT_SCHEDULER_NAME] == ["berth-scheduler"]
-    assert config.percentage_of_nodes_to_score is None
+    assert config == parse(yaml.safe_load(installed_text()))
+    plugins = resolve(config.profiles[0])
+    assert names(plugins, "postFilter") == ["CapacityScheduling"]
+    assert names(plugins, "reserve") == ["CapacityScheduling", "Reservation"]
+    assert "LoadAwareScheduling" in names(plugins, "filter")
     # kube-scheduler's queue defaults: podInitialBackoffSeconds 1, podMaxBackoffSeconds 10.
     assert config.pod_initial_backoff_seconds == 1
     assert config.pod_max_backoff_seconds == 10
     assert (config.client_connection.qps, config.client_connection.burst) == (50, 100)
     assert config.leader_election.leader_elect is True
+
+
+def test_the_manifest_cannot_drift_from_the_installed_profile(tmp_path: Path) -> None:
+    manifest = REPO / "manifests" / "scheduler-config.yaml"
+    assert config_main(["--check", str(manifest)]) == 0, (
+        "run: python -m berth.scheduler.config --write manifests/scheduler-config.yaml"
+    )
+    configmap = yaml.safe_load(manifest.read_text())
+    assert configmap["data"]["scheduler-config.yaml"] == installed_text()
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(manifest.read_text().replace("weight: 5000", "weight: 50"))
+    assert config_main(["--check", str(stale)]) == 1
+    assert config_main(["--write", str(stale)]) == 0
+    assert stale.read_text() == manifest.read_text()
+
+
+def test_the_default_profile_without_a_file() -> None:
+    config = SchedulerConfiguration()
+    assert config.scheduler_names() == ["berth-scheduler"]
+    assert config.percentage_of_nodes_to_score is None
 
 
 def test_an_empty_document_is_the_defaults() -> None:
@@ -376,3 +406,157 @@ def test_the_installed_configuration_enables_quotas_and_load_awareness() -> None
     assert "NodeResourceTopologyMatch" in names(plugins, "filter")
     assert "Reservation" in names(plugins, "preBind")
     assert plugins.weights["Reservation"] == 5000
+
+
+# -- upstream configurations --------------------------------------------------------------
+
+COMPAT = REPO / "docs" / "examples" / "config-compat"
+COMPAT_FILES = sorted(p.name for p in COMPAT.glob("*.yaml") if not p.name.endswith(".berth.yaml"))
+
+
+def plain(value: Any) -> Any:
+    """A plugin attribute as comparable data (a component stands for its type)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        return dataclasses.asdict(value)  # a value, not a component holding the view
+    if value is None or isinstance(value, str | int | float | list | tuple | dict | BaseModel):
+        return value
+    return type(value).__name__
+
+
+def shape(plugins: Framework) -> tuple[dict[str, list[str]], dict[str, int], dict[str, Any]]:
+    """What a profile does: the plugins per point, the score weights, each plugin's args."""
+    points = {point: names(plugins, point) for point in EXTENSION_POINTS}
+    configs = {
+        name: {
+            key: plain(value)
+            for key, value in vars(instance).items()
+            if not key.startswith("_") and key not in ("args", "handle", "clock")
+        }
+        for name, instance in plugins.instances.items()
+    }
+    return points, plugins.weights, configs
+
+
+@pytest.mark.parametrize("name", COMPAT_FILES)
+def test_an_upstream_configuration_resolves_as_its_berth_equivalent(name: str) -> None:
+    upstream = load(COMPAT / name)
+    berth = load(COMPAT / name.replace(".yaml", ".berth.yaml"))
+    assert upstream.scheduler_names() == berth.scheduler_names()
+    for theirs, ours in zip(upstream.profiles, berth.profiles, strict=True):
+        assert shape(resolve(theirs)) == shape(resolve(ours))
+
+
+def test_args_may_carry_their_own_api_version_and_kind() -> None:
+    args = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "LoadAwareSchedulingArgs"}
+    profile = {
+        "plugins": {"multiPoint": {"enabled": [{"name": "LoadAwareScheduling"}]}},
+        "pluginConfig": [
+            {"name": "LoadAwareScheduling", "args": {**args, "dominantResourceWeight": 3}}
+        ],
+    }
+    plugin = resolved(profile).instances["LoadAwareScheduling"]
+    assert plugin.config.dominant_resource_weight == 3
+
+
+@pytest.mark.parametrize(
+    ("meta", "word"),
+    [
+        ({"kind": "NodeResourcesFitArgs"}, "NodeResourcesFitArgs"),
+        ({"apiVersion": "kubescheduler.config.k8s.io/v2"}, "v2"),
+    ],
+)
+def test_args_of_another_kind_or_version_are_refused(meta: Json, word: str) -> None:
+    document = {"profiles": [{"pluginConfig": [{"name": "LoadAwareScheduling", "args": meta}]}]}
+    with pytest.raises(ConfigError, match=word):
+        parse(document)
+
+
+def enabled_at(*points: str, name: str, **extra: Any) -> Json:
+    return {"plugins": {point: {"enabled": [{"name": name}]} for point in points}, **extra}
+
+
+def test_a_folded_point_is_accepted_where_the_upstream_plugin_has_it() -> None:
+    plugins = resolved(enabled_at("preFilter", "filter", "postFilter", "preScore", "score",
+                                  "reserve", "preBind", "bind", name="Reservation"))  # fmt: skip
+    assert names(plugins, "preFilter")[-1] == "Reservation"
+    assert "Reservation" not in names(plugins, "filter")  # done in its preFilter
+    nrt = resolved(
+        enabled_at("preFilter", "filter", "score", "postBind", name="NodeResourceTopologyMatch")
+    )
+    assert "NodeResourceTopologyMatch" in names(nrt, "filter")
+
+
+def test_a_point_the_upstream_plugin_lacks_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"NodeName.*has no preScore point"):
+        resolved(enabled_at("preScore", name="NodeName"))
+    with pytest.raises(ConfigError, match=r"LoadAwareScheduling.*has no postFilter point"):
+        resolved(enabled_at("postFilter", name="LoadAwareScheduling"))
+
+
+def test_an_unknown_plugin_at_any_point_is_named() -> None:
+    for point in ("preScore", "permit", "postBind"):
+        with pytest.raises(ConfigError, match="Coscheduling"):
+            resolved(enabled_at(point, name="Coscheduling"))
+
+
+def test_a_plugin_enabled_only_at_a_folded_point_is_refused() -> None:
+    with pytest.raises(ConfigError, match="NodeResourceTopologyMatch does its preFilter work"):
+        resolved(enabled_at("preFilter", name="NodeResourceTopologyMatch"))
+
+
+def test_disabling_a_folded_point_of_a_running_plugin_is_refused() -> None:
+    profile = {
+        "plugins": {
+            "multiPoint": {"enabled": [{"name": "Reservation"}]},
+            "filter": {"disabled": [{"name": "Reservation"}]},
+        }
+    }
+    with pytest.raises(ConfigError, match="Reservation cannot be disabled at filter"):
+        resolved(profile)
+
+
+def nrt(args: Json, *, reserve_disabled: bool = False) -> Json:
+    plugins: Json = {"multiPoint": {"enabled": [{"name": "NodeResourceTopologyMatch"}]}}
+    if reserve_disabled:
+        plugins["reserve"] = {"disabled": [{"name": "NodeResourceTopologyMatch"}]}
+    return {
+        "plugins": plugins,
+        "pluginConfig": [{"name": "NodeResourceTopologyMatch", "args": args}],
+    }
+
+
+def test_the_topology_ledger_follows_cache_resync_and_the_reserve_point() -> None:
+    on = resolved(nrt({"cacheResyncPeriodSeconds": 5})).instances["NodeResourceTopologyMatch"]
+    assert on.track_pending is True
+    off = resolved(nrt({}, reserve_disabled=True)).instances["NodeResourceTopologyMatch"]
+    assert off.track_pending is False  # scheduler-plugins' shipped ConfigMap: no cache
+    with pytest.raises(ConfigError, match="cannot be disabled at reserve"):
+        resolved(nrt({"cacheResyncPeriodSeconds": 5}, reserve_disabled=True))
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        ({"cache": {"foreignPodsDetect": "None"}}, "cache.foreignPodsDetect"),
+        ({"cache": {"informerMode": "Dedicated"}}, "cache.informerMode"),
+        ({"cache": {"resyncMethod": "All"}}, "cache.resyncMethod"),
+        ({"cache": {"resyncScope": "OnlyResources"}}, "cache.resyncScope"),
+        ({"discardReservedNodes": True}, "discardReservedNodes"),
+        ({"preemptionMode": "Enabled"}, "preemptionMode"),
+        ({"cacheResyncPeriod": 5}, "cacheResyncPeriod"),
+    ],
+)
+def test_topology_args_berth_cannot_honour_are_named(args: Json, word: str) -> None:
+    with pytest.raises(ConfigError, match=word):
+        resolved(nrt(args))
+
+
+def test_topology_args_naming_what_berth_does_are_accepted() -> None:
+    args = {
+        "cache": {"foreignPodsDetect": "All", "informerMode": "Shared"},
+        "discardReservedNodes": False,
+        "preemptionMode": "Disabled",
+    }
+    assert "NodeResourceTopologyMatch" in resolved(nrt(args)).instances

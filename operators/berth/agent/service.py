@@ -27,13 +27,13 @@ from berth.agent.report import build_status
 from berth.agent.sampler import Sampler
 from berth.agent.window import Window
 from berth.api.nodemetric import GROUP, VERSION, NodeMetricCollectPolicy, NodeMetricSpec
-from berth.kube.client import api_client, load_configuration, succeeded
+from berth.kube.client import api_client, load_configuration
 from berth.kube.watch import Informer
+from berth.kube.write import NODE_METRIC, ApiWriter
 
 __all__ = ["Agent", "AgentOptions", "run", "serve"]
 
 PLURAL = "nodemetrics"
-MERGE = "application/merge-patch+json"
 API_ERRORS = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 
 logger = log.get(__name__)
@@ -85,7 +85,7 @@ class Agent:
         tasks = [
             asyncio.create_task(informer.run(stop), name="watch"),
             asyncio.create_task(self._sample_loop(), name="sample"),
-            asyncio.create_task(self._report_loop(CoreV1Api(api), custom), name="report"),
+            asyncio.create_task(self._report_loop(CoreV1Api(api), ApiWriter(api)), name="report"),
         ]
         stopping = asyncio.create_task(stop.wait())
         tree = self.sampler.hierarchy
@@ -128,7 +128,7 @@ class Agent:
             except (OSError, ValueError) as err:
                 self.log.warning("sample failed", error=str(err))
 
-    async def _report_loop(self, core: CoreV1Api, custom: Any) -> None:
+    async def _report_loop(self, core: CoreV1Api, writer: ApiWriter) -> None:
         loop = asyncio.get_running_loop()
         last = loop.time()
         while True:
@@ -141,10 +141,10 @@ class Agent:
             except TimeoutError:
                 pass
             if self.exists:
-                await self._report(core, custom)
+                await self._report(core, writer)
             last = loop.time()
 
-    async def _report(self, core: CoreV1Api, custom: Any) -> None:
+    async def _report(self, core: CoreV1Api, writer: ApiWriter) -> None:
         if self.window.pod_usages(self.policy.report_interval_seconds):
             try:
                 self.pods = await list_node_pods(core, self.node)
@@ -154,17 +154,7 @@ class Agent:
         if status is None:
             return
         try:
-            await succeeded(
-                custom.patch_cluster_custom_object_status(
-                    GROUP,
-                    VERSION,
-                    PLURAL,
-                    self.node,
-                    {"status": status.to_dict()},
-                    _content_type=MERGE,
-                    _preload_content=False,
-                )
-            )
+            await writer.patch_status(NODE_METRIC, self.node, status.to_dict())
         except API_ERRORS as err:
             self.log.warning("report not written", error=str(err))
             return

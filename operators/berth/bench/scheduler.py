@@ -22,8 +22,9 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from berth.kube.client import client_from_kubeconfig, succeeded
+from berth.kube.client import client_from_kubeconfig
 from berth.kube.watch import Informer
+from berth.kube.write import POD, ApiWriter
 from berth.localcluster.build import ensure_built
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
@@ -90,7 +91,7 @@ async def _measure(
     The watch is an Informer: on a loaded machine the API server drops watchers that fall
     behind, and a plain watch would lose the bindings that happen meanwhile.
     """
-    core: Any = CoreV1Api(api)  # plain dict bodies, which the client's stubs do not describe
+    core = CoreV1Api(api)
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
     done = asyncio.Event()
@@ -106,6 +107,7 @@ async def _measure(
     stop = asyncio.Event()
     watcher = asyncio.create_task(informer.run(stop))
     await informer.synced.wait()
+    writer = ApiWriter(api)
     limit = asyncio.Semaphore(CREATE_CONCURRENCY)
     start = time.perf_counter()
 
@@ -113,9 +115,7 @@ async def _measure(
         name = f"bench-{i:05d}"
         async with limit:
             created[name] = time.perf_counter()
-            await succeeded(
-                core.create_namespaced_pod(namespace, _pod(name, scheduler), _preload_content=False)
-            )
+            await writer.create(POD, _pod(name, scheduler), namespace=namespace)
 
     try:
         await asyncio.gather(*(create(i) for i in range(count)))

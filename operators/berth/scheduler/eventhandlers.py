@@ -34,7 +34,7 @@ from berth.scheduler.placement import (
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.reservations import KIND as RESERVATION
-from berth.scheduler.reservations import ReservationBook, template_pod
+from berth.scheduler.reservations import ReservationBook, resized, template_pod
 from berth.scheduler.runtime import Framework
 from berth.scheduler.view import ClusterView, object_key
 
@@ -148,6 +148,9 @@ class EventHandlers:
         uid = (obj.get("metadata") or {}).get("uid", "")
         if not pending(event, obj):
             queue.delete(uid)
+            held = self.book.held.get(uid)
+            if held is not None and resized(held) and self.placement is not None:
+                self.placement.explain_resize(held)
             return
         pod = template_pod(obj, self.view.priority_classes)
         if not (pod.raw.get("spec") or {}).get("schedulerName"):

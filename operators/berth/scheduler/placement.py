@@ -48,6 +48,10 @@ def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, A
     }
 
 
+def _text(resources: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(as_resource_list(resources).items()))
+
+
 def no_reservation_plugin(profile: str) -> str:
     return (
         f"scheduler profile {profile!r} does not enable the {RESERVATION_PLUGIN} plugin, "
@@ -73,6 +77,7 @@ class ReservationPlacement:
     book: ReservationBook
     writer: Writer
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _explained: set[tuple[str, tuple[tuple[str, int], ...]]] = field(default_factory=set)
 
     def refuse(self, obj: dict[str, Any], message: str) -> None:
         """A reservation that cannot be placed whatever the cluster holds: say why on it."""
@@ -80,6 +85,24 @@ class ReservationPlacement:
             obj, KIND, "FailedScheduling", message, warning=True, api_version=API_VERSION
         )
         self._spawn_status(obj, self._unschedulable_status(message))
+
+    def explain_resize(self, held: Held) -> None:
+        """A placed reservation whose template now asks for something else keeps what it
+        was granted (no overcommit): a warning says so, once per new size."""
+        wanted = held.template.requests
+        key = (held.uid, tuple(sorted(wanted.items())))
+        if key in self._explained:
+            return
+        self._explained.add(key)
+        message = (
+            f"spec.template now requests {_text(wanted)} but the reservation holds "
+            f"{_text(held.allocatable)} on node {held.node}, as granted when it was placed: "
+            "a placed reservation is not resized; create a new Reservation for the new size"
+        )
+        self.writer.event(
+            held.raw, KIND, "ResizeRefused", message, warning=True, api_version=API_VERSION
+        )
+        logger.info("reservation resize refused", namespace=None, name=held.name, node=held.node)
 
     def _spawn_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
         task = asyncio.get_running_loop().create_task(self._write(obj, status))

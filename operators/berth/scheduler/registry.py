@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
-from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.framework import ACCEPTED_POINTS, EXTENSION_POINTS, Handle, Plugin
 from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
@@ -94,6 +94,29 @@ NOT_IMPLEMENTED = frozenset(
 )
 
 
+# Points the upstream plugin implements whose work Berth does within the plugin's other
+# points (or, for a placement's time and a Reservation's binding, in the scheduler
+# itself). Configurations that name them load as they do in kube-scheduler; disabling
+# one would switch that work off upstream, which Berth cannot do alone, so it is refused.
+FOLDED_POINTS: dict[str, frozenset[str]] = {
+    # Koordinator's Reservation: filter and postFilter checks run in its preFilter here,
+    # preScore in its score, and a Reservation is bound by the scheduler itself.
+    "Reservation": frozenset({"filter", "postFilter", "preScore", "bind"}),
+    # scheduler-plugins: preFilter's per-pod work runs in filter; reserve and postBind
+    # feed the pending ledger, fed here by the cluster view's placement record.
+    "NodeResourceTopologyMatch": frozenset({"preFilter", "reserve", "postBind"}),
+    # Koordinator: preFilter's per-pod work runs in filter and score; reserve records the
+    # placement time, which the cluster view records for every plugin.
+    "LoadAwareScheduling": frozenset({"preFilter", "reserve"}),
+    # kube-scheduler: preScore's per-pod work runs in score; NodePorts's preFilter in filter.
+    "TaintToleration": frozenset({"preScore"}),
+    "NodeAffinity": frozenset({"preScore"}),
+    "NodeResourcesFit": frozenset({"preFilter", "preScore"}),
+    "NodeResourcesBalancedAllocation": frozenset({"preScore"}),
+    "NodePorts": frozenset({"preFilter"}),
+}
+
+
 def _check_known(name: str, where: str) -> None:
     if name == "*" or name in PLUGINS:
         return
@@ -120,6 +143,46 @@ def _merge(defaults: list[PluginRef], custom: PluginSet, where: str) -> list[Plu
     return merged
 
 
+def _folded(name: str, point: str) -> bool:
+    return point in FOLDED_POINTS.get(name, frozenset()) and not (
+        point in EXTENSION_POINTS and isinstance_of(name, EXTENSION_POINTS[point])
+    )
+
+
+def _without_folded(custom: PluginSet, point: str, where: str) -> tuple[PluginSet, list[str]]:
+    """The point's own entries, and the plugins named there for a point Berth folds."""
+    for ref in custom.enabled:
+        _check_known(ref.name, where)
+    folded = [r.name for r in [*custom.enabled, *custom.disabled] if _folded(r.name, point)]
+    own = PluginSet(
+        enabled=[r for r in custom.enabled if not _folded(r.name, point)],
+        disabled=[r for r in custom.disabled if not _folded(r.name, point)],
+    )
+    return own, folded
+
+
+def _check_folded(framework: Framework, point: str, custom: PluginSet, where: str) -> None:
+    """Enabled at a folded point: the plugin must run at its own points. Disabled there
+    while it runs: refused, unless that point's work is off anyway (the topology ledger's
+    reserve, with the ledger off)."""
+    for ref in custom.enabled:
+        if _folded(ref.name, point) and ref.name not in framework.instances:
+            raise ConfigError(
+                f"{where}: {ref.name} does its {point} work within its other extension "
+                "points, where it is not enabled in this profile"
+            )
+    for ref in custom.disabled:
+        instance = framework.instances.get(ref.name)
+        if not _folded(ref.name, point) or instance is None:
+            continue
+        if point == "reserve" and not getattr(instance, "track_pending", True):
+            continue
+        raise ConfigError(
+            f"{where}: {ref.name} cannot be disabled at {point} alone: Berth does that "
+            "work within the plugin's other extension points"
+        )
+
+
 def build(
     profile: Profile,
     view: ClusterView,
@@ -142,8 +205,17 @@ def build(
         percentage if percentage is not None else percentage_of_nodes_to_score,
     )
     handle.framework = framework
+    customs = {
+        point: getattr(profile.plugins, _attr(point))
+        for point in sorted(ACCEPTED_POINTS - {"multiPoint", "queueSort"})
+    }
+    for point in sorted(set(customs) - set(EXTENSION_POINTS)):  # points no plugin has here
+        _, folded = _without_folded(customs[point], point, f"{where} {point}")
+        for ref in customs[point].enabled:
+            if ref.name not in folded:
+                raise ConfigError(f"{where} {point}: plugin {ref.name!r} has no {point} point")
     for point, protocol in EXTENSION_POINTS.items():
-        custom: PluginSet = getattr(profile.plugins, _attr(point))
+        custom, _ = _without_folded(customs[point], point, f"{where} {point}")
         defaults = [ref for ref in multi if isinstance_of(ref.name, protocol)]
         chosen = _merge(defaults, custom, f"{where} {point}")
         plugins = getattr(framework, _attr(point))
@@ -153,6 +225,8 @@ def build(
             plugins.append(_instance(framework, ref.name, profile, handle))
             if point == "score":
                 framework.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
+    for point, custom in customs.items():
+        _check_folded(framework, point, custom, f"{where} {point}")
     return framework
 
 

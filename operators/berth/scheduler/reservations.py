@@ -16,7 +16,7 @@ from typing import Any
 
 from berth import log
 from berth.api.reservation import Reservation, ReservationPhase
-from berth.podresources import Resources
+from berth.podresources import Resources, resource_list
 from berth.reservation.matching import facts_of, is_owner
 from berth.reservation.owners import owner_pod
 from berth.scheduler.podinfo import PodInfo
@@ -128,7 +128,7 @@ class ReservationBook:
             reservation=reservation,
             raw=obj,
             node=node,
-            allocatable=dict(template.requests),
+            allocatable=granted(obj, template),
             template=template,
             owners=previous.owners if previous is not None else self._owners_of(reservation),
         )
@@ -158,6 +158,7 @@ class ReservationBook:
                 name == reservation.metadata.name
                 and owner.holding
                 and (owner.reservation_uid in (None, reservation.metadata.uid))
+                and is_owner(reservation, facts_of(pod.raw))
             ):
                 owners[pod.uid] = pod.requests
         owners.update(self.assumed.get(reservation.metadata.uid or "", {}))
@@ -179,7 +180,11 @@ class ReservationBook:
         name, owner = found
         uid = owner.reservation_uid or self.by_name.get(name, "")
         target = self.held.get(uid)
-        if target is not None and pod.uid not in target.owners:
+        if (
+            target is not None
+            and pod.uid not in target.owners
+            and is_owner(target.reservation, facts_of(pod.raw))
+        ):
             target.owners[pod.uid] = pod.requests
             self._recount(target)
         self.assumed.get(uid, {}).pop(pod.uid, None)
@@ -245,6 +250,19 @@ class ReservationBook:
 
     def on(self, node: str) -> list[Held]:
         return [h for h in self.held.values() if h.node == node]
+
+
+def granted(obj: dict[str, Any], template: PodInfo) -> Resources:
+    """What a placed reservation holds: ``status.allocatable``, granted when it was placed.
+    A later edit of its template does not resize it (the node was never checked for the
+    new size); the scheduler says so on the reservation."""
+    allocatable = (obj.get("status") or {}).get("allocatable")
+    return resource_list(allocatable) if allocatable else dict(template.requests)
+
+
+def resized(held: Held) -> bool:
+    """Whether the template now asks for something else than the reservation holds."""
+    return held.template.requests != held.allocatable
 
 
 def is_reservation(pod: PodInfo) -> bool:

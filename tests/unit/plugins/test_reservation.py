@@ -355,3 +355,16 @@ def test_an_unknown_reservation_affinity_field_is_refused_by_name() -> None:
     made = make_env(node("n1", cpu="4"), reservation("r", "1"), profile=PROFILE)
     message = made.message(affine(web("w", "1"), '{"nmae": "r"}'))
     assert "unknown field(s) nmae" in message
+
+
+def test_the_allocated_annotation_on_a_pod_that_is_no_owner_is_not_trusted() -> None:
+    """Written by hand or copied from a template: the pod gets nothing of the reservation,
+    and the reservation keeps holding all it holds."""
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("r", "3"),
+        owner_in(pod("forged", "2", node_name="n1", labels={"app": "db"}), "r"),
+        profile=PROFILE,
+    )
+    assert made.book.held["rsv-r"].owners == {}
+    assert made.book.held["rsv-r"].remaining() == {"cpu": 3000}

@@ -38,6 +38,31 @@ from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
 KIND = "NodeResourceTopology"
+# scheduler-plugins' arguments whose only value Berth honours is how it always works.
+FIXED_ARGS: dict[str, tuple[object, str]] = {
+    "discardReservedNodes": (False, "nodes with pending pods are counted, never discarded"),
+    "preemptionMode": ("Disabled", "preemption does not simulate NUMA zones"),
+    "cache.foreignPodsDetect": ("All", "every pod on a node counts, whoever placed it"),
+    "cache.informerMode": ("Shared", "pods are followed by the scheduler's one watch"),
+}
+
+
+def _check_fixed_args(args: dict[str, Any]) -> None:
+    """Refuse, by name, a value Berth cannot honour (and cache fields it has no use for)."""
+    cache = args.get("cache") or {}
+    if not isinstance(cache, dict):
+        raise ValueError("cache: expected a mapping")
+    for name in sorted(set(cache) - {"foreignPodsDetect", "informerMode"}):
+        raise ValueError(
+            f"cache.{name} is not supported: Berth's pending ledger compares each report's "
+            "pods fingerprint with the pods it knows; remove it"
+        )
+    given = {**args, **{f"cache.{k}": v for k, v in cache.items()}}
+    for name, (value, meaning) in FIXED_ARGS.items():
+        if name in given and given[name] != value:
+            raise ValueError(
+                f"{name}: {given[name]!r} is not supported; Berth works as {value!r} ({meaning})"
+            )
 
 
 class NodeResourceTopologyMatch(Plugin):
@@ -46,9 +71,16 @@ class NodeResourceTopologyMatch(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - {"scoringStrategy", "cacheResyncPeriodSeconds"}
+        unknown = set(args) - {
+            "scoringStrategy",
+            "cacheResyncPeriodSeconds",
+            "cache",
+            "discardReservedNodes",
+            "preemptionMode",
+        }
         if unknown:
             raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
+        _check_fixed_args(args)
         strategy = args.get("scoringStrategy") or {}
         self.strategy = str(strategy.get("type") or "LeastAllocated")
         if self.strategy not in STRATEGIES:

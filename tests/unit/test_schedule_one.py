@@ -128,9 +128,10 @@ async def test_a_failed_binding_unreserves_forgets_and_retries() -> None:
 async def test_an_unschedulable_pod_says_why_and_waits_for_an_event_that_helps() -> None:
     loop = Loop(node("n1", cpu="2"), berth_pod("big", "3"))
     await loop.attempt()
+    # 3 cpu asked of a 2-cpu node: no eviction can make room (kube-scheduler's wording).
     message = (
         "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-        "1 No preemption victims found for incoming pod."
+        "1 Preemption is not helpful for scheduling."
     )
     assert ("unschedulable", ("big", message)) in loop.writer.calls
     assert loop.writer.events("FailedScheduling") == [message]

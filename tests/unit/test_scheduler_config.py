@@ -70,13 +70,18 @@ DEFAULT_FILTERS = [
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
 ]
 # kube-scheduler's default score weights (v1 getDefaultPlugins) for the plugins Berth has.
 DEFAULT_WEIGHTS = {
     "TaintToleration": 3,
     "NodeAffinity": 2,
     "NodeResourcesFit": 1,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
     "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
 }
 
 
@@ -181,7 +186,13 @@ def test_capacity_scheduling_example_loads_as_written(tmp_path: Path) -> None:
     assert config.scheduler_names() == ["default-scheduler"]
     assert config.leader_election.leader_elect is False
     plugins = resolve(config.profiles[0])
-    assert names(plugins, "preFilter") == ["NodeAffinity", "CapacityScheduling"]
+    assert names(plugins, "preFilter") == [
+        "PlacementFields",
+        "NodeAffinity",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "CapacityScheduling",
+    ]
     # postFilter's "*" drops DefaultPreemption: quota preemption replaces it.
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
     assert names(plugins, "reserve") == ["CapacityScheduling"]
@@ -205,17 +216,23 @@ def test_unknown_plugin_lists_the_known_ones(point: str) -> None:
 @pytest.mark.parametrize("point", ["multiPoint", "filter", "score"])
 def test_kube_scheduler_plugin_berth_lacks_is_a_clear_error(point: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        resolved(plugins_at(point, enabled=[{"name": "PodTopologySpread", "weight": 2}]))
-    assert "PodTopologySpread" in str(caught.value)
+        resolved(plugins_at(point, enabled=[{"name": "VolumeBinding", "weight": 1}]))
+    assert "VolumeBinding" in str(caught.value)
     assert "not implemented" in str(caught.value)
 
 
 @pytest.mark.parametrize("point", ["multiPoint", "filter", "score"])
 def test_disabling_a_plugin_berth_lacks_is_accepted(point: str) -> None:
     # Common in real files (kube-scheduler's own default set includes it): disabling
-    # PodTopologySpread asks for nothing Berth lacks.
-    plugins = resolved(plugins_at(point, disabled=[{"name": "PodTopologySpread"}]))
+    # VolumeBinding asks for nothing Berth lacks.
+    plugins = resolved(plugins_at(point, disabled=[{"name": "VolumeBinding"}]))
     assert names(plugins, "filter") == DEFAULT_FILTERS
+
+
+@pytest.mark.parametrize("point", ["multiPoint", "filter"])
+def test_disabling_a_default_plugin_removes_it(point: str) -> None:
+    plugins = resolved(plugins_at(point, disabled=[{"name": "PodTopologySpread"}]))
+    assert names(plugins, "filter") == [f for f in DEFAULT_FILTERS if f != "PodTopologySpread"]
 
 
 def test_plugin_without_the_point_is_an_error() -> None:

@@ -15,6 +15,8 @@ from berth.scheduler.framework import ACCEPTED_POINTS, EXTENSION_POINTS, Handle,
 from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
+from berth.scheduler.plugins.imagelocality import ImageLocality
+from berth.scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.nodeaffinity import NodeAffinity
 from berth.scheduler.plugins.nodename import NodeName
@@ -22,6 +24,8 @@ from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.placementfields import PlacementFields
+from berth.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
@@ -43,6 +47,10 @@ PLUGINS: dict[str, type[Plugin]] = {
         NodePorts,
         NodeResourcesFit,
         NodeResourcesBalancedAllocation,
+        PodTopologySpread,
+        InterPodAffinity,
+        ImageLocality,
+        PlacementFields,
         DefaultPreemption,
         DefaultBinder,
         CapacityScheduling,
@@ -57,6 +65,8 @@ QUEUE_SORT = "PrioritySort"
 # kube-scheduler's default multiPoint plugins that Berth implements, in kube-scheduler's
 # order (which is also the order filters run in), with kube-scheduler's score weights.
 DEFAULTS: tuple[PluginRef, ...] = (
+    # Berth's own, first: a pod asking for placement Berth lacks is refused by name.
+    PluginRef(name="PlacementFields"),
     PluginRef(name="SchedulingGates"),
     PluginRef(name="NodeUnschedulable"),
     PluginRef(name="NodeName"),
@@ -64,21 +74,21 @@ DEFAULTS: tuple[PluginRef, ...] = (
     PluginRef(name="NodeAffinity", weight=2),
     PluginRef(name="NodePorts"),
     PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="PodTopologySpread", weight=2),
+    PluginRef(name="InterPodAffinity", weight=2),
     PluginRef(name="DefaultPreemption"),
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
+    PluginRef(name="ImageLocality", weight=1),
     PluginRef(name="DefaultBinder"),
 )
 
 # kube-scheduler plugins Berth does not implement: named in the error so users know.
 NOT_IMPLEMENTED = frozenset(
     {
-        "PodTopologySpread",
-        "InterPodAffinity",
         "VolumeBinding",
         "VolumeRestrictions",
         "VolumeZone",
         "NodeVolumeLimits",
-        "ImageLocality",
         "DynamicResources",
     }
 )

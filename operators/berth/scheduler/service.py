@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import (
     ApiClient,
+    AppsV1Api,
     CoreV1Api,
     CustomObjectsApi,
     PolicyV1Api,
@@ -28,6 +29,12 @@ from berth.scheduler.config import SchedulerConfiguration
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.schedule_one import ScheduleOne
+from berth.scheduler.selectorowners import (
+    REPLICA_SET,
+    REPLICATION_CONTROLLER,
+    SERVICE,
+    STATEFUL_SET,
+)
 from berth.scheduler.writer import Writer
 
 logger = log.get(__name__)
@@ -78,6 +85,7 @@ class Scheduler:
                 PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces,
                 events.on_pdb,
             ),
+            *self._owner_informers(api),
         ]
         # Berth's own kinds: scheduling waits until each is listed (quotas must be known
         # before the first pod is admitted) or found not served, so a cluster without the
@@ -92,6 +100,30 @@ class Scheduler:
                 events.on_custom(kind.kind),
             )
             for kind in KINDS
+        ]
+
+    def _owner_informers(self, api: ApiClient) -> list[Informer]:
+        """Namespaces, Services and controllers: what PodTopologySpread's default
+        constraints and InterPodAffinity's namespaceSelector read."""
+        core, apps, owners = CoreV1Api(api), AppsV1Api(api), self.view.owners
+        return [
+            Informer("namespaces", core.list_namespace, owners.on_namespace),
+            Informer("services", core.list_service_for_all_namespaces, owners.handler(SERVICE)),
+            Informer(
+                "replicationcontrollers",
+                core.list_replication_controller_for_all_namespaces,
+                owners.handler(REPLICATION_CONTROLLER),
+            ),
+            Informer(
+                "replicasets",
+                apps.list_replica_set_for_all_namespaces,
+                owners.handler(REPLICA_SET),
+            ),
+            Informer(
+                "statefulsets",
+                apps.list_stateful_set_for_all_namespaces,
+                owners.handler(STATEFUL_SET),
+            ),
         ]
 
     def _on_pod(self, event: str, raw: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from berth import log
 from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEvent
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.selectorowners import SelectorOwners
 
 logger = log.get(__name__)
 
@@ -40,6 +41,8 @@ class ClusterView:
     nominated: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     priority_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Services, controllers and namespace labels (topology spread defaults, affinity terms).
+    owners: SelectorOwners = field(default_factory=SelectorOwners)
     # Berth's custom resources by kind (Reservation, ElasticQuota, ...), then by key.
     custom: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Bumped on every change of a custom kind: plugins rebuild what they derive from it.

@@ -89,14 +89,21 @@ def kube_balanced(cpu_fraction: float, memory_fraction: float) -> int:
     return int((1 - abs((f1 - f2) / 2)) * 100)
 
 
+def kube_balanced_change(with_pod: int, without_pod: int) -> int:
+    """v1.36 (kubernetes#135573): the change in balance the pod brings, mapped to 50..100."""
+    return 50 + (50 + with_pod - without_pod) // 2
+
+
 @pytest.mark.parametrize(
     ("cpu", "memory", "expected"),
     [
-        ("1", "2Gi", 100),
-        ("2", "1Gi", 81),
+        # An empty node is perfectly balanced (100) before the pod: the score is
+        # 50 + (balance with the pod - 50) / 2.
+        ("1", "2Gi", 75),
+        ("2", "1Gi", 65),
         ("4", "0", 50),
-        ("6", "8Gi", 100),
-        ("1200m", "800Mi", 89),
+        ("6", "8Gi", 75),
+        ("1200m", "800Mi", 69),
     ],
 )
 def test_balanced_allocation_score(cpu: str, memory: str, expected: int) -> None:
@@ -115,25 +122,46 @@ def test_balanced_allocation_matches_kube_formula_across_usages() -> None:
             objects.append(node(name))
             objects.append(pod(f"load-{i}-{j}", f"{used_cpu}m", f"{used_memory}Mi", node_name=name))
             # The incoming pod adds 300m and 700Mi.
-            expected.append(kube_balanced((used_cpu + 300) / 4000, (used_memory + 700) / 8192))
+            with_pod = kube_balanced((used_cpu + 300) / 4000, (used_memory + 700) / 8192)
+            without_pod = kube_balanced(used_cpu / 4000, used_memory / 8192)
+            expected.append(kube_balanced_change(with_pod, without_pod))
     env = make_env(*objects)
     names = [n["metadata"]["name"] for n in objects if n["kind"] == "Node"]
     got = scores(env, "NodeResourcesBalancedAllocation", pod("p", "300m", "700Mi"), *names)
     assert got == expected
 
 
-def test_balanced_allocation_prefers_balanced_usage() -> None:
+def test_balanced_allocation_prefers_the_node_the_pod_balances() -> None:
+    # "balanced" is even before (100) and lopsided after (82): 66. "lopsided" is uneven
+    # before (75) and nearly even after (93): 84. Scoring only the balance with the pod
+    # (before v1.36) would have preferred "balanced".
     env = make_env(
         node("balanced"),
         node("lopsided"),
         pod("a", "1", "2Gi", node_name="balanced"),
         pod("b", "2", "100Mi", node_name="lopsided"),
     )
-    wanted = pod("p", "1", "2Gi")
-    balanced, lopsided = scores(
-        env, "NodeResourcesBalancedAllocation", wanted, "balanced", "lopsided"
+    wanted = pod("p", "100m", "3Gi")
+    assert scores(env, "NodeResourcesBalancedAllocation", wanted, "balanced", "lopsided") == [
+        66,
+        84,
+    ]
+
+
+def test_kube_scheduler_score_case_two_nodes() -> None:
+    # Two 4 cpu / 8Gi nodes, one holding 2 cpu / 4Gi, the other 250m / 6Gi; a pod of
+    # 500m / 256Mi: NodeResourcesFit 41 / 51, BalancedAllocation 72 / 77, kube-scheduler
+    # v1.36 binds to the second node.
+    env = make_env(
+        node("first"),
+        node("second"),
+        pod("a", "2", "4Gi", node_name="first"),
+        pod("b", "250m", "6Gi", node_name="second"),
     )
-    assert balanced == 100 > lopsided
+    wanted = pod("p", "500m", "256Mi")
+    assert scores(env, "NodeResourcesFit", wanted, "first", "second") == [41, 51]
+    assert scores(env, "NodeResourcesBalancedAllocation", wanted, "first", "second") == [72, 77]
+    assert env.node_for(wanted) == "second"
 
 
 def test_balanced_allocation_does_not_steer_requestless_pods() -> None:

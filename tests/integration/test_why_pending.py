@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+import yaml
+from kubernetes_asyncio.client import (
+    ApiClient,
+    CoreV1Api,
+    CustomObjectsApi,
+    RbacAuthorizationV1Api,
+)
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.kubectl import Kubectl
@@ -35,10 +41,11 @@ from tests.integration.cluster import Nodes, Pods, pod_body
 from tests.integration.processes import BerthRun
 from tests.integration.test_loadaware import Cluster as LoadCluster
 from tests.integration.test_numa import Numa
-from tests.support import eventually
+from tests.support import REPO, eventually
 
 SCHEDULER = f"why-{uuid.uuid4().hex[:8]}"
 AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
+RBAC = "rbac.authorization.k8s.io"
 QUOTAS = ("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas")
 RESERVATIONS = ("scheduling.koordinator.sh", "v1alpha1", "reservations")
 CONFIG: dict[str, Any] = {
@@ -396,3 +403,91 @@ async def test_errors_are_one_clear_line(
     assert nowhere.returncode == 1
     assert nowhere.stderr.startswith("error: scheduler unreachable")
     assert nowhere.stderr.count("\n") == 1
+
+
+def reader_role(namespace: str) -> Any:
+    """The manifests' berth-decisions-reader Role, in the test's scheduler namespace."""
+    path = REPO / "manifests" / "rbac-decisions-reader.yaml"
+    role = yaml.safe_load(path.read_text())
+    role["metadata"]["namespace"] = namespace
+    return role
+
+
+def token_kubeconfig(admin: str, token: str, path: Path) -> str:
+    """The admin kubeconfig's cluster, with a ServiceAccount's token as the user."""
+    config = yaml.safe_load(Path(admin).read_text())
+    cluster = config["clusters"][0]
+    config["users"] = [{"name": "reader", "user": {"token": token}}]
+    config["contexts"] = [
+        {"name": "reader", "context": {"cluster": cluster["name"], "user": "reader"}}
+    ]
+    config["current-context"] = "reader"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+async def test_rbac_on_services_proxy_decides_who_may_read_records(
+    api: ApiClient,
+    namespace: str,
+    kubectl_berth: KubectlBerth,
+    kubeconfig_path: str,
+    tmp_path: Path,
+) -> None:
+    core = CoreV1Api(api)
+    rbac = RbacAuthorizationV1Api(api)
+    service_namespace = kubectl_berth.service.split("/")[0]
+    pods = Pods(api, namespace)
+    await pods.create(pod_body("p", SCHEDULER, cpu="1", nodeSelector={"none": "such"}))
+    await refused(pods, "p", "didn't match Pod's node affinity/selector")
+    # A user who may read pods in their namespace, and nothing of the scheduler.
+    await core.create_namespaced_service_account(namespace, {"metadata": {"name": "reader"}})
+    subject = [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]
+    await rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "pod-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        },
+    )
+    await rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "pod-reader"},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "pod-reader"},
+            "subjects": subject,
+        },
+    )
+    issued = await core.create_namespaced_service_account_token(
+        "reader", namespace, {"spec": {"expirationSeconds": 600}}
+    )
+    reader = token_kubeconfig(kubeconfig_path, issued.status.token, tmp_path / "reader")
+    as_reader = ("why", "p", "-n", namespace, f"--kubeconfig={reader}")
+
+    async def denied() -> bool:
+        result = await kubectl_berth(*as_reader)
+        return result.returncode == 1 and "no access to the scheduler" in result.stderr
+
+    await eventually(denied, 60)  # RBAC caches settle within a moment
+    denial = (await kubectl_berth(*as_reader)).stderr
+    assert denial.startswith("error: no access to the scheduler (service ")
+    assert "services/proxy" in denial
+    assert denial.count("\n") == 1
+
+    await rbac.create_namespaced_role(service_namespace, reader_role(service_namespace))
+    await rbac.create_namespaced_role_binding(
+        service_namespace,
+        {
+            "metadata": {"name": f"why-{namespace}"[:63]},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "berth-decisions-reader"},
+            "subjects": subject,
+        },
+    )
+    report: list[str] = []
+
+    async def allowed() -> bool:
+        result = await kubectl_berth(*as_reader)
+        report[:] = [result.stdout]
+        return result.returncode == 0
+
+    await eventually(allowed, 60)
+    assert f"Pod {namespace}/p is pending" in report[0]

@@ -14,9 +14,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from berth.scheduler.framework import CycleState, Diagnosis, Plugin, PostFilterResult
+from berth import log
+from berth.quota.check import OVER_MAX, OVER_MIN_TOTAL
+from berth.scheduler.framework import Code, CycleState, Diagnosis, Plugin, PostFilterResult
+from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
+from berth.scheduler.plugins.loadaware import LoadAwareScheduling
+from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
+from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.runtime import Framework
+
+logger = log.get(__name__)
 
 # Node names shown per reason: enough to look one up, bounded for large clusters.
 EXAMPLE_NODES = 5
@@ -98,6 +106,12 @@ def explain(plugins: Iterable[Plugin], state: CycleState, pod: PodInfo) -> dict[
             try:
                 details[plugin.name] = plugin.explain(state, pod)
             except Exception as err:
+                logger.exception(
+                    "explaining a decision failed",
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    plugin=plugin.name,
+                )
                 details[plugin.name] = {"error": repr(err)}
     return details
 
@@ -133,7 +147,7 @@ def decide(
             status.plugin,
             status.message,
             diagnosis.nodes,
-            resolvable=status.code.name != "UNRESOLVABLE",
+            resolvable=status.code is not Code.UNRESOLVABLE,
         )
     decision = Decision(
         namespace=pod.namespace,
@@ -175,18 +189,18 @@ def unblock(decision: Decision) -> tuple[str, ...]:
 
 def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
     plugin = rejection.plugin
-    if plugin == "CapacityScheduling":
+    if plugin == CapacityScheduling.name:
         quota = details.get(plugin) or {}
         verdict = quota.get("rejection") or {}
         resource = verdict.get("resource", "")
-        if verdict.get("reason") == "OverMax":
+        if verdict.get("reason") == OVER_MAX:
             figures = (quota.get("resources") or {}).get(resource) or {}
             return (
                 f"quota {quota.get('quota')}: {resource} max is {figures.get('max')}; raise max, "
                 f"or free {resource} in the namespace (used {figures.get('used')}, "
                 f"requested {figures.get('requested')})"
             )
-        if verdict.get("reason") == "OverMinTotal":
+        if verdict.get("reason") == OVER_MIN_TOTAL:
             figures = (quota.get("total") or {}).get(resource) or {}
             return (
                 f"all quotas together would use more {resource} than the sum of their mins "
@@ -194,20 +208,23 @@ def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
                 f"under quota to finish, or raise a min"
             )
         return f"quota {quota.get('quota')}: {rejection.reason}"
-    if plugin == "Reservation":
+    if plugin == Reservation.name:
         return (
             "a Reservation that is Available, lists the pod among its owners and matches its "
             "reservation-affinity (see the verdicts above), or remove the affinity"
         )
-    if plugin == "LoadAwareScheduling":
+    if plugin == LoadAwareScheduling.name:
         return (
             "node usage below the threshold: wait for load to drop, lower the pod's "
             "estimate (requests/limits), or raise the usage thresholds"
         )
-    if plugin == "NodeResourceTopologyMatch":
+    if plugin == NodeResourceTopologyMatch.name:
         return (
             "a NUMA zone with enough free for the pod: free a zone, or request less per container"
         )
     if "Insufficient" in rejection.reason:
         return f"free capacity or more nodes ({rejection.reason} on {rejection.nodes} node(s))"
-    return f"{rejection.nodes} node(s) passing {plugin or 'the filters'}: {rejection.reason}"
+    return (
+        f"nodes that {plugin or 'the filters'} accepts: it refused {rejection.nodes} node(s) "
+        f"with {rejection.reason!r}"
+    )

@@ -272,6 +272,9 @@ async def test_quota_max(api: ApiClient, namespace: str, kubectl_berth: KubectlB
     result = await kubectl_berth("why", "over", "-n", namespace, "--output", "json")
     decision = json.loads(result.stdout)["decision"]
     assert decision["details"]["CapacityScheduling"]["resources"]["cpu"]["max"] == "2"
+    quotas = await kubectl_berth("quota", "-n", namespace)
+    assert quotas.returncode == 0, quotas.stderr
+    assert quotas.stdout.splitlines()[1].split() == [namespace, "quota", "cpu", "0", "1", "2"]
 
 
 async def test_sum_of_mins(api: ApiClient, namespace: str, kubectl_berth: KubectlBerth) -> None:
@@ -343,6 +346,8 @@ async def test_reservation_affinity(
             r"\[left: cpu=1",
             report,
         ), report
+        held = (await kubectl_berth("reservations", f"{nodes.prefix}-r")).stdout.splitlines()
+        assert held[1].split()[:4] == [gold, f"{nodes.prefix}-r", "Available", "cpu=1"]
     finally:
         with contextlib.suppress(ApiException):
             await custom.delete_cluster_custom_object(*RESERVATIONS, gold)
@@ -364,6 +369,9 @@ async def test_load_threshold(api: ApiClient, namespace: str, kubectl_berth: Kub
             report
         )
         assert "wait for load to drop" in report
+        top = json.loads((await kubectl_berth("top", "nodes", "-o", "json")).stdout)
+        (row,) = [r for r in top["nodes"] if r["node"] == hot]
+        assert (row["cpu%"], row["cpu_threshold"], row["state"]) == ("75%", "65%", "over threshold")
     finally:
         await load.close()
 

@@ -101,7 +101,7 @@ class Cluster:
             )
         else:
             call = self.custom.list_namespaced_custom_object(
-                group, version, plural, namespace, _preload_content=False
+                group, version, namespace, plural, _preload_content=False
             )
         return list((await self.call(f"{plural}.{group}", call)).get("items") or [])
 

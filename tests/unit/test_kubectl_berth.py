@@ -48,8 +48,10 @@ def test_why_shows_the_quota_line_with_its_numbers() -> None:
 def test_why_shows_load_against_thresholds_only_when_load_rejected_nodes() -> None:
     env = load.env(node("n1"), load.metric("n1", "3"))
     text = why.report(as_served(decision(env, load.cpu_pod("p", "1"))))
-    assert "n1: cpu 96% > 65% (3850m of 4)" in text
-    assert "report 10.0s old" in text
+    assert (
+        "n1: usage cpu 75% > 65% (3 of 4), memory 13% <= 95% (1Gi of 8Gi); "
+        "report 10.0s old: node(s) cpu usage exceed threshold"
+    ) in text
     fits_load = load.env(node("n1", cpu="1"), load.metric("n1", "0"))
     quiet = why.report(as_served(decision(fits_load, load.cpu_pod("p", "2"))))
     assert "Load (" not in quiet

@@ -7,17 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from berth.loadaware.args import (
-    LoadAwareArgs,
-    ThresholdsAnnotationError,
-    node_thresholds,
-)
-from berth.loadaware.estimate import RESOURCES
-from berth.podresources import resource_list
+from berth.loadaware.args import LoadAwareArgs, ThresholdsAnnotationError, node_profile
+from berth.podresources import CPU, MEMORY, resource_list
 from berth.quota.usage import format_units
 
 Json = Mapping[str, Any]
 Row = dict[str, Any]
+# The resources ``top nodes`` shows, as NodeMetric reports them.
+SHOWN = (CPU, MEMORY)
 
 
 def columns(rows: Sequence[Mapping[str, Any]], headers: Sequence[tuple[str, str]]) -> str:
@@ -139,11 +136,11 @@ def top_rows(
         allocatable = resource_list((node.get("status") or {}).get("allocatable"))
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         try:
-            thresholds = node_thresholds(annotations, args.usage_thresholds)
+            thresholds = node_profile(annotations, args.node_profile()).usage
         except ThresholdsAnnotationError:
-            thresholds = args.usage_thresholds
+            thresholds = args.node_profile().usage
         row: Row = {"node": name}
-        for resource in RESOURCES:
+        for resource in SHOWN:
             used = usage.get(resource, 0)
             total = allocatable.get(resource, 0)
             percent = round(100 * used / total) if total else None
@@ -164,7 +161,7 @@ def top_rows(
             else "expired"
             if expired
             else "over threshold"
-            if any(row[f"{r}_over"] for r in RESOURCES)
+            if any(row[f"{r}_over"] for r in SHOWN)
             else "ok"
         )
         rows.append(row)

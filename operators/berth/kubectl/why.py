@@ -137,22 +137,19 @@ def reservation_section(detail: Json) -> list[str]:
 
 
 def load_section(detail: Json) -> list[str]:
-    lines = ["Load (NodeMetric usage with the pod's estimate, against the thresholds):"]
+    lines = ["Load (the latest NodeMetric report against the thresholds):"]
     for node, figures in (detail.get("nodes") or {}).items():
         parts = []
         for resource, f in (figures.get("resources") or {}).items():
-            threshold = f.get("threshold")
-            if threshold is None:
-                parts.append(f"{resource} {f['percent']}% (no threshold)")
-                continue
-            sign = ">" if f["percent"] > threshold else "<="
+            sign = ">" if f["percent"] > f["threshold"] else "<="
             parts.append(
-                f"{resource} {f['percent']}% {sign} {threshold}% "
-                f"({f['estimated']} of {f['allocatable']})"
+                f"{resource} {f['percent']}% {sign} {f['threshold']}% "
+                f"({f['usage']} of {f['allocatable']})"
             )
         expired = ", expired" if figures.get("expired") else ""
         lines.append(
-            f"  {node}: {'; '.join(parts)}; report {figures['reportAgeSeconds']}s old{expired}"
+            f"  {node}: {figures['compared']} {', '.join(parts) or '(nothing compared)'}; "
+            f"report {figures['reportAgeSeconds']}s old{expired}: {figures['verdict']}"
         )
     return lines
 

@@ -215,8 +215,8 @@ def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
         )
     if plugin == LoadAwareScheduling.name:
         return (
-            "node usage below the threshold: wait for load to drop, lower the pod's "
-            "estimate (requests/limits), or raise the usage thresholds"
+            "a node whose reported usage is under its threshold: wait for the load to drop "
+            "(the filter reads the latest NodeMetric report), or raise the usage thresholds"
         )
     if plugin == NodeResourceTopologyMatch.name:
         return (

@@ -210,6 +210,8 @@ class Diagnosis:
     prefilter: Status | None = None
     # The plugins that rejected the pod somewhere: only their cluster events requeue it.
     plugins: frozenset[str] = frozenset()
+    # Per reason: the plugin that gave it and the rows it was charged for.
+    rejected_by: dict[str, tuple[str, Mask]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

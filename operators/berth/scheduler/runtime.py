@@ -39,7 +39,7 @@ from berth.scheduler.framework import (
     ScorePlugin,
     Status,
 )
-from berth.scheduler.nodetable import Ints
+from berth.scheduler.nodetable import Ints, Mask
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.view import ClusterView
 
@@ -116,11 +116,14 @@ class Framework:
         histogram: Counter[str] = Counter()
         resolvable = np.zeros(nodes.size, dtype=bool)
         rejecting: set[str] = set()
+        rejected_by: dict[str, tuple[str, Mask]] = {}
         if state.node_subset is not None:
             outside = int((feasible & ~state.node_subset).sum())
             if outside:
                 plugins = " ".join(state.node_subset_by)
-                histogram[f"node(s) didn't satisfy plugin(s) [{plugins}]"] += outside
+                message = f"node(s) didn't satisfy plugin(s) [{plugins}]"
+                histogram[message] += outside
+                rejected_by[message] = (plugins, feasible & ~state.node_subset)
                 rejecting.update(state.node_subset_by)
             feasible &= state.node_subset
         for plugin in self.filter:
@@ -138,11 +141,17 @@ class Framework:
                 count = int(hit.sum())
                 if count:
                     histogram[reason.message] += count
+                    _, rows = rejected_by.setdefault(reason.message, (_name(plugin), hit))
+                    rows |= hit
                     if reason.resolvable:
                         resolvable |= hit
             feasible &= verdict.passed
         return np.flatnonzero(feasible), Diagnosis(
-            nodes.count, dict(histogram), resolvable, plugins=frozenset(rejecting)
+            nodes.count,
+            dict(histogram),
+            resolvable,
+            plugins=frozenset(rejecting),
+            rejected_by=rejected_by,
         )
 
     def run_filter_at(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:

@@ -19,6 +19,8 @@ from typing import Any
 
 from berth import log
 from berth.scheduler.cycle import Cycle
+from berth.scheduler.decisions.ledger import DecisionLedger
+from berth.scheduler.decisions.record import of_attempt
 from berth.scheduler.eventhandlers import EventHandlers
 from berth.scheduler.framework import CycleState, PostFilterResult
 from berth.scheduler.messages import FitError, fit_message
@@ -49,6 +51,7 @@ class ScheduleOne:
     placement: ReservationPlacement
     metrics: SchedulerMetrics | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    decisions: DecisionLedger = field(default_factory=DecisionLedger)
 
     async def __call__(self, pod: PodInfo) -> None:
         """One attempt for one pod; never raises (a failure goes back to the queue)."""
@@ -142,6 +145,10 @@ class ScheduleOne:
         if pod.reservation is not None:
             self._spawn(self.placement.unschedulable(pod, message))
         else:
+            names = self.view.nodes.names
+            self.decisions.record(
+                of_attempt(fwk, state, pod, fit.diagnosis, result, message, names)
+            )
             self._spawn(self._report_unschedulable(pod, message))
 
     async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:

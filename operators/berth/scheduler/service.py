@@ -128,6 +128,7 @@ class Scheduler:
 
     def _on_pod(self, event: str, raw: dict[str, Any]) -> None:
         self.events.on_pod(event, raw)
+        self.schedule_one.decisions.on_pod(event, raw)
         if event == "DELETED":
             self.writer.forget((raw.get("metadata") or {}).get("uid", ""))
 

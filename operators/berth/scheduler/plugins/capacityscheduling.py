@@ -23,6 +23,7 @@ from berth.api.elasticquota import GROUP, VERSION
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.ledger import QuotaLedger, Rejection
+from berth.quota.usage import format_units
 from berth.scheduler.clusterevents import (
     ELASTIC_QUOTA,
     NODE,
@@ -188,6 +189,58 @@ class CapacityScheduling(Plugin):
         policy = QuotaVictims(self, demand)
         message = RECLAIM if policy.reclaim else OWN_QUOTA
         return await self.evaluator.preempt(state, pod, diagnosis, rows, policy, message)
+
+    # -- the decision record ---------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """The quota arithmetic of the pod: its quota's used, nominated, requested, min and
+        max per resource, Σ used against Σ min over all quotas, and the verdict."""
+        demand = state.data.get(self.name) or self.demand(pod)
+        if demand is None:
+            return {"quota": None}
+        quota = demand.quota
+        used = self.ledger.used_of(quota.namespace)
+        total_used: Resources = {}
+        total_min: Resources = {}
+        for other in self.ledger.quotas.values():
+            add(total_used, self.ledger.used_of(other.namespace))
+            add(total_min, other.min)
+        resources = sorted(quota.named)  # what the quota governs; the rest is not its concern
+
+        def amount(resource: str, value: int | None) -> str | None:
+            return None if value is None else format_units(resource, value)
+
+        rejection = self.ledger.check(
+            quota, demand.request, demand.nominated_in_quota, demand.nominated_total
+        )
+        return {
+            "quota": f"{quota.namespace}/{quota.name}",
+            "resources": {
+                r: {
+                    "used": amount(r, used.get(r, 0)),
+                    "nominated": amount(r, demand.nominated_in_quota.get(r, 0)),
+                    "requested": amount(r, demand.request.get(r, 0)),
+                    "min": amount(r, quota.min.get(r, 0)),
+                    "max": amount(r, quota.max.get(r)),
+                }
+                for r in resources
+            },
+            "total": {
+                r: {
+                    "used": amount(r, total_used.get(r, 0)),
+                    "nominated": amount(r, demand.nominated_total.get(r, 0)),
+                    "min": amount(r, total_min.get(r, 0)),
+                }
+                for r in resources
+            },
+            "rejection": None
+            if rejection is None
+            else {
+                "reason": rejection.reason,
+                "resource": rejection.excess.resource,
+                "message": rejection.message(pod.key),
+            },
+        }
 
 
 class QuotaVictims:

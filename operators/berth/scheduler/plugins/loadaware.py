@@ -33,6 +33,7 @@ from berth.loadaware.args import (
 from berth.loadaware.estimate import NodeReport, estimate, pending_load
 from berth.loadaware.priority import PROD, is_daemonset_pod, priority_class
 from berth.podresources import CPU, MEMORY, Resources, add, pod_limits, resource_list
+from berth.quota.usage import format_units
 from berth.scheduler.clusterevents import (
     NODE,
     NODE_METRIC,
@@ -47,6 +48,9 @@ from berth.scheduler.podinfo import PodInfo
 
 KIND = "NodeMetric"
 EXPIRED = "node(s) nodeMetric expired"
+# The decision record shows the load figures of at most this many nodes per pod.
+EXPLAINED_NODES = 20
+MIB = 2**20
 Floats = npt.NDArray[np.float64]
 
 
@@ -318,7 +322,85 @@ class LoadAwareScheduling(Plugin):
         )
         return np.where(fresh, scores, 0).astype(np.int64)
 
+    # -- the decision record ----------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """Per reported node (rejected ones first): the filter's verdict for the pod, the
+        latest report's usage against allocatable as a percentage beside the threshold it
+        is compared with (the node's annotation, else the configured ones), and the
+        report's age."""
+        nodes = self.handle.view.nodes
+        reported, expired = self._ages(nodes)
+        prod = self._prod(pod)
+        codes = self._verdict[: nodes.size, 1 if prod else 0]
+        rows = np.flatnonzero(reported).tolist()
+        ordered = sorted(rows, key=lambda r: (not codes[r], nodes.names[r]))
+        now = self.clock()
+        figures = {}
+        for row in ordered[:EXPLAINED_NODES]:
+            name = nodes.names[row]
+            report = self.report(name)
+            if report is None or report.updated is None:
+                continue
+            node = nodes.nodes[row] or {}
+            allocatable = resource_list((node.get("status") or {}).get("allocatable"))
+            annotations = (node.get("metadata") or {}).get("annotations") or {}
+            try:
+                profile = node_profile(annotations, self.profile)
+            except ThresholdsAnnotationError:
+                profile = self.profile
+            compared, usage, thresholds = self._compared(report, row, profile, prod)
+            resources = {}
+            for resource, threshold in thresholds.items():
+                total = allocatable.get(resource, 0)
+                if threshold and total:
+                    used = (usage or {}).get(resource, 0)
+                    resources[resource] = {
+                        "usage": _readable(resource, used),
+                        "allocatable": _readable(resource, total),
+                        "percent": (200 * used + total) // (2 * total),
+                        "threshold": threshold,
+                    }
+            figures[name] = {
+                "verdict": self._messages[int(codes[row])] or "passes",
+                "compared": compared,
+                "reportAgeSeconds": round(now - report.updated, 1),
+                "expired": bool(expired[row]),
+                "resources": resources,
+            }
+        return {
+            "reported": int(reported.sum()),
+            "prodPod": prod,
+            "filterExpiredNodeMetrics": self.config.filter_expired_node_metrics,
+            "nodeMetricExpirationSeconds": self.config.node_metric_expiration_seconds,
+            "nodes": figures,
+        }
+
+    def _compared(
+        self, report: NodeReport, row: int, profile: ThresholdProfile, prod: bool
+    ) -> tuple[str, Resources | None, dict[str, int]]:
+        """What the filter compared for this pod on the node (as ``_verdicts`` decides):
+        a description, the usage, and the thresholds."""
+        if prod and profile.prod:
+            usage: Resources = {}
+            for key in self._reported_prod(row, report):
+                add(usage, report.pods[key].usage)
+            return "usage of prod pods", usage, profile.prod
+        aggregated = profile.aggregated
+        if aggregated is not None:
+            kind = f"{aggregated.aggregation_type} usage"
+            window = report.aggregated_usage(aggregated.aggregation_type, aggregated.duration)
+            return kind, window, aggregated.thresholds
+        return "usage", report.usage, profile.usage
+
 
 def _usage(report: NodeReport, pod: PodInfo) -> Resources | None:
     entry = report.pods.get((pod.namespace, pod.name))
     return entry.usage if entry is not None else None
+
+
+def _readable(resource: str, value: int) -> str:
+    """A figure for people: memory to the MiB."""
+    if resource == CPU or value % MIB == 0:
+        return format_units(resource, value)
+    return format_units(resource, round(value / MIB) * MIB)

@@ -29,10 +29,11 @@ import numpy as np
 
 from berth.numa.exclusive import has_exclusive_resources
 from berth.numa.fingerprint import sign
-from berth.numa.fit import STRATEGIES, misalignment, node_score
+from berth.numa.fit import STRATEGIES, available, misalignment, node_score
 from berth.numa.report import Report, follow
 from berth.numa.topology import NodeTopology
 from berth.podresources import Resources
+from berth.quota.usage import as_resource_list
 from berth.scheduler.clusterevents import (
     NODE,
     NODE_RESOURCE_TOPOLOGY,
@@ -46,6 +47,8 @@ from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
 KIND = "NodeResourceTopology"
+# The decision record shows the NUMA zones of at most this many nodes per pod.
+EXPLAINED_NODES = 20
 # scheduler-plugins' arguments whose only value Berth honours is how it always works.
 FIXED_ARGS: dict[str, tuple[object, str]] = {
     "discardReservedNodes": (False, "nodes with pending pods are counted, never discarded"),
@@ -195,3 +198,41 @@ class NodeResourceTopologyMatch(Plugin):
                     topology, spec, pending, self.strategy, self.weights
                 )
         return scores
+
+    # -- the decision record ----------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """Per single-numa-node node: each zone's available after pending requests, and
+        whether the pod can be aligned there."""
+        nodes = self.handle.view.nodes
+        spec = pod.raw.get("spec") or {}
+        figures = {}
+        for row, name, topology in sorted(self._checked(nodes), key=lambda c: c[1]):
+            pending = self.pending(row, name, topology)
+            reason = misalignment(topology, spec, pod.name, pending)
+            figures[name] = {
+                "scope": topology.scope,
+                "zones": {
+                    zone.name: as_resource_list(free)
+                    for zone, free in zip(topology.zones, available(topology, pending), strict=True)
+                },
+                "pending": as_resource_list(pending),
+                "fits": reason is None,
+                "reason": reason or "",
+            }
+            if len(figures) >= EXPLAINED_NODES:
+                break
+        return {"checked": len(self._checked(nodes)), "nodes": figures}
+
+    def pending_ledger(self) -> dict[str, Resources]:
+        """The pending ledger now: per node, the requests its report does not include yet
+        (nodes with nothing pending left out); empty with tracking off."""
+        if not self.track_pending:
+            return {}
+        nodes = self.handle.view.nodes
+        ledger = {}
+        for row, name, topology in self._checked(nodes):
+            pending = self.pending(row, name, topology)
+            if any(pending.values()):
+                ledger[name] = pending
+        return ledger

@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 
 from berth.api.reservation import AllocatePolicy, ReservationPhase
+from berth.api.reservation import Reservation as ReservationObject
 from berth.podresources import Resources
+from berth.quota.usage import as_resource_list
 from berth.reservation.matching import (
     AffinityError,
     PodFacts,
@@ -56,6 +58,8 @@ from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.reservations import Held
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
+# The decision record lists at most this many reservations per pod.
+EXPLAINED_RESERVATIONS = 20
 
 
 ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
@@ -262,3 +266,55 @@ class Reservation(Plugin):
         except Exception as err:  # the binding must not go ahead without the annotation
             return Status(Code.ERROR, (f"reservation annotation not written: {err}",), self.name)
         return SUCCESS
+
+    # -- the decision record ------------------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """Each reservation the pod could concern (it owns it or names it) and its verdict."""
+        pod_facts = facts(pod)
+        if pod.reservation is not None or pod_facts.ignores_reservations:
+            return {"ignored": True}
+        try:
+            affinity = affinity_of(pod.annotations)
+        except AffinityError as err:
+            return {"error": str(err)}
+        verdicts = []
+        for held in self.book.held.values():
+            named = affinity is not None and affinity.matches(held.reservation)
+            if not named and not is_owner(held.reservation, pod_facts):
+                continue
+            why = held_back(pod, held, affinity)
+            verdicts.append(
+                {
+                    "name": held.name,
+                    "node": held.node,
+                    "usable": not why,
+                    "reason": why or "usable",
+                    "remaining": as_resource_list(held.remaining()),
+                }
+            )
+        held_uids = {held.uid for held in self.book.held.values()}
+        for obj in self.handle.view.custom.get(RESERVATION, {}).values():
+            if (obj.get("metadata") or {}).get("uid") in held_uids:
+                continue
+            reservation = ReservationObject.model_validate(obj)
+            named = affinity is not None and affinity.matches(reservation)
+            if named or is_owner(reservation, pod_facts):
+                phase = reservation.phase.value if reservation.phase else "unset"
+                verdicts.append(
+                    {
+                        "name": reservation.metadata.name,
+                        "node": "",
+                        "usable": False,
+                        "reason": f"phase {phase}: not holding capacity on a node",
+                        "remaining": {},
+                    }
+                )
+        verdicts.sort(key=lambda v: (not v["usable"], str(v["name"])))
+        return {
+            "affinity": None
+            if affinity is None
+            else {"name": affinity.name, "selector": dict(affinity.selector)},
+            "reservations": verdicts[:EXPLAINED_RESERVATIONS],
+            "considered": len(verdicts),
+        }

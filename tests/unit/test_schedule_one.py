@@ -45,6 +45,23 @@ class RecordingWriter:
     async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
         self.calls.append(("reservation_status", (name, status)))
 
+    async def annotate(self, pod: PodInfo, annotations: dict[str, str]) -> None:
+        self.calls.append(("annotate", (pod.name, annotations)))
+
+    async def create_reservation(self, body: Json) -> Json:
+        created = {**body, "metadata": {**body["metadata"], "uid": "rsv-made"}}
+        self.calls.append(("create_reservation", created))
+        return created
+
+    async def mark_preempted(self, pod: PodInfo, message: str) -> None:
+        self.calls.append(("mark_preempted", pod.name))
+
+    async def evict(self, pod: PodInfo) -> None:
+        self.calls.append(("evict", pod.name))
+
+    async def nominate(self, pod: PodInfo, node: str) -> None:
+        self.calls.append(("nominate", (pod.name, node)))
+
     def event(self, obj: Json, kind: str, reason: str, message: str, **_: Any) -> None:
         name = (obj.get("metadata") or {}).get("name")
         self.calls.append(("event", (kind, name, reason, message)))
@@ -242,3 +259,55 @@ async def test_a_placed_reservation_edited_bigger_keeps_what_it_was_granted() ->
     assert "now requests cpu=7 but the reservation holds cpu=2 on node n1" in warning
     loop.parts.events.on_custom("Reservation")("MODIFIED", grown)
     assert len(loop.writer.events("ResizeRefused")) == 1  # said once per new size
+
+
+STORY_1 = {
+    "schedulerName": "berth-scheduler",
+    "plugins": {"multiPoint": {"enabled": [{"name": "Reservation"}]}},
+    "pluginConfig": [{"name": "Reservation", "args": {"reservePreemptedCapacity": True}}],
+}
+
+
+async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() -> None:
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor, profile=STORY_1)
+    await loop.attempt()
+    order = [c[0] for c in loop.writer.calls]
+    assert order.index("create_reservation") < order.index("reservation_status")
+    assert order.index("reservation_status") < order.index("evict")
+    (created,) = [c[1] for c in loop.writer.calls if c[0] == "create_reservation"]
+    owner = {"namespace": "default", "name": "preemptor", "uid": "uid-default-preemptor"}
+    assert created["spec"]["owners"] == [{"object": owner}]
+    assert created["spec"]["allocateOnce"] is True
+    assert created["spec"]["template"]["spec"]["nodeName"] == "n1"
+    assert loop.parts.book.held["rsv-made"].raw["status"]["phase"] == "Waiting"
+    # The victim leaves: the reservation turns Available, and a stranger of any priority
+    # finds the freed capacity taken.
+    loop.parts.events.on_pod("DELETED", low)
+    assert loop.parts.placement is not None
+    await loop.parts.placement.check_waiting()
+    assert loop.parts.book.held["rsv-made"].raw["status"]["phase"] == "Available"
+    loop.parts.events.on_pod("ADDED", berth_pod("stranger", "4", priority=1000))
+    assert (await loop.attempt()).name == "stranger"
+    assert not [c for c in loop.writer.calls if c[0] == "bind"]
+    # Both are tried again (the stranger first, by priority): only the preemptor binds,
+    # into its reservation.
+    loop.queue.move_all()
+    assert [(await loop.attempt()).name for _ in range(2)] == ["stranger", "preemptor"]
+    assert [c[1] for c in loop.writer.calls if c[0] == "bind"] == [("preemptor", "n1")]
+
+
+async def test_without_the_switch_no_reservation_is_made_for_a_preemptor() -> None:
+    profile = {**STORY_1, "pluginConfig": []}
+    low = pod("low", "4", node_name="n1")
+    loop = Loop(node("n1", cpu="4"), low, berth_pod("p", "4", priority=100), profile=profile)
+    await loop.attempt()
+    assert ("evict", "low") in loop.writer.calls
+    assert not [c for c in loop.writer.calls if c[0] == "create_reservation"]
+    # The nominated hold keeps out only pods of lower priority: a stranger above the
+    # preemptor takes what the eviction freed (what Story 1 prevents).
+    loop.parts.events.on_pod("DELETED", low)
+    loop.parts.events.on_pod("ADDED", berth_pod("stranger", "4", priority=1000))
+    assert (await loop.attempt()).name == "stranger"
+    assert ("bind", ("stranger", "n1")) in loop.writer.calls

@@ -11,10 +11,12 @@ status is the client's ``ApiException``; all three keep ``status`` and ``body``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
+import orjson
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -117,8 +119,10 @@ class ApiWriter:
 
     async def create(
         self, kind: Kind, body: dict[str, Any], *, namespace: str | None = None
-    ) -> None:
-        await self._send("POST", kind.path(namespace), body)
+    ) -> dict[str, Any]:
+        """The object as the API server stored it (its uid, resourceVersion, defaults)."""
+        created: dict[str, Any] = orjson.loads(await self._send("POST", kind.path(namespace), body))
+        return created
 
     async def create_subresource(
         self,
@@ -191,7 +195,7 @@ class ApiWriter:
 
     async def _send(
         self, method: str, path: str, body: dict[str, Any] | None, content_type: str = JSON
-    ) -> None:
+    ) -> bytes:
         """The one request path: raw, so a large response is never decoded into models."""
         call = self.api.call_api(
             path,
@@ -202,9 +206,16 @@ class ApiWriter:
             _preload_content=False,
         )
         try:
-            await succeeded(call)
+            return await succeeded(call)
         except ApiException as err:
             typed = _typed(err)
             if typed is err:
                 raise
             raise typed from None
+
+
+def api_message(err: ApiException) -> str:
+    try:
+        return str(json.loads(err.body or b"{}").get("message") or err.reason)
+    except (TypeError, ValueError):
+        return str(err.reason)

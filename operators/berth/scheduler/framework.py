@@ -128,6 +128,8 @@ class Runner(Protocol):
 
     def run_remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
 
+    async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
 
 @dataclass
 class Handle:
@@ -186,6 +188,14 @@ class PreFilterExtensions(Protocol):
     def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
 
     def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
+
+
+@runtime_checkable
+class EvictionGuardPlugin(Protocol):
+    """A plugin that acts when a preemption has chosen its victims, before any is evicted
+    (Berth's, not kube-scheduler's): a failure cancels the preemption."""
+
+    async def before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 
 
 @runtime_checkable

@@ -124,6 +124,9 @@ class Evaluator:
             message = f"preemption: 0/{diagnosis.nodes} nodes are available: {text}."
             return self.fail(message, attempted=True)
         best = min(candidates, key=Candidate.rank)
+        guarded = await self.handle.runner.run_before_eviction(state, pod, best.node)
+        if not guarded.ok:
+            return self.fail(f"preemption: {guarded.message}", attempted=True)
         await self._prepare(pod, best, preempted_message, policy)
         return PostFilterResult(nominated_node=best.node, attempted=True, victims=len(best.victims))
 

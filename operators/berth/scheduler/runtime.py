@@ -26,6 +26,7 @@ from berth.scheduler.framework import (
     Code,
     CycleState,
     Diagnosis,
+    EvictionGuardPlugin,
     FilterPlugin,
     Handle,
     Plugin,
@@ -242,6 +243,15 @@ class Framework:
         """Every Reserve plugin's Unreserve, in reverse order (each must be idempotent)."""
         for plugin in reversed(self.reserve):
             plugin.unreserve(state, pod, node)
+
+    async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Every enabled plugin's ``before_eviction``, in profile order, until one fails."""
+        for plugin in self.instances.values():
+            if isinstance(plugin, EvictionGuardPlugin):
+                status = await plugin.before_eviction(state, pod, node)
+                if not status.ok:
+                    return status
+        return SUCCESS
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in self.pre_bind:

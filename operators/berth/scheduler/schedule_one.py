@@ -56,8 +56,12 @@ class ScheduleOne:
     async def __call__(self, pod: PodInfo) -> None:
         """One attempt for one pod; never raises (a failure goes back to the queue)."""
         current = self.view.pods.get(pod.uid, pod)
-        if current.node_name or current.uid in self.view.assumed:
-            self.queue.done(pod.uid)  # bound meanwhile, by us or another scheduler
+        if (
+            current.node_name
+            or current.uid in self.view.assumed
+            or (current.reservation is not None and current.uid in self.events.book.held)
+        ):
+            self.queue.done(pod.uid)  # bound (or placed) meanwhile, by us or another scheduler
             return
         profile = self.profiles[current.scheduler_name]
         fwk = profile.framework

@@ -137,6 +137,10 @@ class Writer:
         await self.bucket.take()
         await self.api.patch_status(RESERVATION, name, status)
 
+    async def create_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
+        await self.bucket.take()
+        return await self.api.create(RESERVATION, body)
+
     async def nominate(self, pod: PodInfo, node: str) -> None:
         await self._patch_status(pod, {"nominatedNodeName": node or None}, MERGE)
 

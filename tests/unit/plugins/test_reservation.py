@@ -4,12 +4,16 @@ preemption never taking reserved capacity."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import pytest
 
 from berth.api.reservation import Reservation
 from berth.reservation.matching import PodFacts, affinity_of, is_owner
+from berth.reservation.preemption import preemption_reservation, reservation_name
+from berth.scheduler.config import ConfigError
 from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.reservation import Reservation as ReservationPlugin
 from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod, ts
@@ -368,3 +372,38 @@ def test_the_allocated_annotation_on_a_pod_that_is_no_owner_is_not_trusted() -> 
     )
     assert made.book.held["rsv-r"].owners == {}
     assert made.book.held["rsv-r"].remaining() == {"cpu": 3000}
+
+
+def test_story_1_reservation_names_and_holds_only_for_its_preemptor() -> None:
+    long = reservation_name("team", "p" * 300, "0123456789abcdef")
+    assert len(long) <= 253
+    assert long.endswith("-01234567")
+    body = preemption_reservation(
+        namespace="team",
+        name="web-0",
+        uid="u-1",
+        requests={"cpu": 1500, "memory": 2 * 1024**3},
+        priority=100,
+        scheduler_name="berth-scheduler",
+        node="n1",
+        ttl=timedelta(minutes=2),
+    )
+    rsv = Reservation.model_validate(body)
+    assert rsv.spec.allocate_once
+    assert rsv.spec.ttl is not None
+    assert body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "1500m",
+        "memory": "2Gi",
+    }
+    assert is_owner(rsv, facts(namespace="team", name="web-0", uid="u-1"))
+    assert not is_owner(rsv, facts(namespace="team", name="web-1", uid="u-2"))
+
+
+def test_reservation_plugin_args_are_checked_by_name() -> None:
+    bad = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": {"enablePreemption": True}}]}
+    with pytest.raises(ConfigError, match=r"unknown argument.*enablePreemption"):
+        make_env(profile=bad)
+    ttl = {"preemptionReservationTTL": "0s", "reservePreemptedCapacity": True}
+    zero = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": ttl}]}
+    with pytest.raises(ConfigError, match="preemptionReservationTTL must be above 0s"):
+        make_env(profile=zero)

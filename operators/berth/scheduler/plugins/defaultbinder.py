@@ -7,21 +7,14 @@ the reservation book holds its capacity.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.kube.write import api_message
 from berth.scheduler.framework import SUCCESS, Code, CycleState, Handle, Plugin, Status
 from berth.scheduler.placement import ReservationPlacement
 from berth.scheduler.podinfo import PodInfo
-
-
-def api_message(err: ApiException) -> str:
-    try:
-        return str(json.loads(err.body or b"{}").get("message") or err.reason)
-    except (TypeError, ValueError):
-        return str(err.reason)
 
 
 class DefaultBinder(Plugin):

@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
+from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth import log
+from berth.api.duration import DurationError, format_duration, parse_duration
 from berth.api.reservation import AllocatePolicy, ReservationPhase
 from berth.api.reservation import Reservation as ReservationObject
+from berth.kube.write import api_message
 from berth.podresources import Resources
 from berth.quota.usage import as_resource_list
 from berth.reservation.matching import (
@@ -41,6 +46,7 @@ from berth.reservation.matching import (
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation
 from berth.scheduler.capacity import unreserved_free
 from berth.scheduler.clusterevents import POD, RESERVATION, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
@@ -54,8 +60,11 @@ from berth.scheduler.framework import (
     unschedulable,
 )
 from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.placement import ReservationPlacement
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import Held
+from berth.scheduler.reservations import Held, template_pod
+
+logger = log.get(__name__)
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
 # The decision record lists at most this many reservations per pod.
@@ -63,6 +72,11 @@ EXPLAINED_RESERVATIONS = 20
 
 
 ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
+# Story 1 of the design (off by default): a preemptor's freed capacity held by a
+# Reservation owned by it, made before any victim is evicted; and that reservation's ttl.
+RESERVE_FOR_PREEMPTORS = "reservePreemptedCapacity"
+PREEMPTION_TTL = "preemptionReservationTTL"
+ARGS = frozenset({RESERVE_FOR_PREEMPTORS, PREEMPTION_TTL})
 
 
 @dataclass
@@ -152,6 +166,24 @@ class Reservation(Plugin):
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
         self.book = handle.reservations
+        unknown = sorted(set(args) - ARGS)
+        if unknown:
+            raise ValueError(
+                f"unknown argument(s) {', '.join(unknown)} (known: {', '.join(sorted(ARGS))})"
+            )
+        self.reserve_for_preemptors = bool(args.get(RESERVE_FOR_PREEMPTORS, False))
+        try:
+            ttl = args.get(PREEMPTION_TTL)
+            self.preemption_ttl = parse_duration(str(ttl)) if ttl is not None else DEFAULT_TTL
+        except DurationError as err:
+            raise ValueError(f"{PREEMPTION_TTL}: {err}") from err
+        if self.preemption_ttl <= timedelta(0):
+            raise ValueError(f"{PREEMPTION_TTL} must be above 0s")
+        self.placement = (
+            ReservationPlacement(handle.view, handle.reservations, handle.writer)
+            if handle.writer is not None
+            else None
+        )
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (on(RESERVATION, ActionType.ALL), on(POD, ActionType.DELETE))
@@ -318,3 +350,55 @@ class Reservation(Plugin):
             "reservations": verdicts[:EXPLAINED_RESERVATIONS],
             "considered": len(verdicts),
         }
+
+    # -- before eviction (Story 1) -----------------------------------------------------------
+
+    async def before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """With ``reservePreemptedCapacity``, hold what the victims free for the preemptor in
+        a Reservation of its own, placed (Waiting) before any victim is evicted."""
+        if not self.reserve_for_preemptors or pod.reservation is not None:
+            return SUCCESS
+        writer = self.handle.writer
+        assert writer is not None
+        assert self.placement is not None
+        body = preemption_reservation(
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+            requests=pod.requests,
+            priority=pod.priority,
+            scheduler_name=pod.scheduler_name,
+            node=node,
+            ttl=self.preemption_ttl,
+        )
+        try:
+            created = await writer.create_reservation(body)
+        except ApiException as err:
+            message = f"reservation for the preemptor not created: {api_message(err)}"
+            return Status(Code.ERROR, (message,), self.name)
+        template = template_pod(created, self.handle.view.priority_classes)
+        if not await self.placement.placed(template, node, pre_allocated=True):
+            return Status(Code.ERROR, ("reservation for the preemptor not placed",), self.name)
+        name = template.name
+        writer.event(
+            pod.raw,
+            "Pod",
+            "ReservedForPreemption",
+            f"Reservation {name} holds on node {node} what the preemption frees, for this pod",
+        )
+        writer.event(
+            created,
+            "Reservation",
+            "CreatedForPreemptor",
+            f"holds what preempting frees on node {node} for pod {pod.key}; "
+            f"it expires after {format_duration(self.preemption_ttl)} if the pod does not come",
+            api_version=created.get("apiVersion", ""),
+        )
+        logger.info(
+            "reservation made for a preemptor",
+            namespace=pod.namespace,
+            name=pod.name,
+            reservation=name,
+            node=node,
+        )
+        return SUCCESS

@@ -33,6 +33,7 @@ STORY_TESTS: dict[str, str] = {
     "quota-walkthrough/workloads.yaml": "test_capacity_scheduling.py",
     "quota-walkthrough/scheduler-config.yaml": "test_capacity_scheduling.py",
     "reservations/scale-up.yaml": "test_reservation_scheduling.py",
+    "reservations/preemption-with-reservation.yaml": "test_reservation_scheduling.py",
     "reservations/descheduling.yaml": "test_reservation_scheduling.py",
     "reservations/preemption.yaml": "test_reservation_scheduling.py",
     "reservations/pre-allocation.yaml": "test_reservation_scheduling.py",

@@ -430,29 +430,11 @@ async def test_a_stranger_never_evicts_the_owners_of_a_reusable_reservation(
 
 @pytest.fixture
 def story_1(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[BerthRun]:
-    """`berth run` with Story 1 switched on in the Reservation plugin's args."""
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "podInitialBackoffSeconds": 0.5,
-        "podMaxBackoffSeconds": 2,
-        "profiles": [
-            {
-                "schedulerName": short(namespace),
-                "plugins": {"multiPoint": {"enabled": [{"name": "Reservation", "weight": 5000}]}},
-                "pluginConfig": [
-                    {
-                        "name": "Reservation",
-                        "args": {
-                            "reservePreemptedCapacity": True,
-                            "preemptionReservationTTL": "2m",
-                        },
-                    }
-                ],
-            }
-        ],
-    }
+    """`berth run` with docs/examples/reservations/preemption-with-reservation.yaml."""
+    config: Json = yaml.safe_load((EXAMPLES / "preemption-with-reservation.yaml").read_text())
+    config["podInitialBackoffSeconds"] = 0.5
+    config["podMaxBackoffSeconds"] = 2
+    config["profiles"][0]["schedulerName"] = short(namespace)
     process = BerthRun.configured(kubeconfig_path, config, tmp_path).start()
     try:
         yield process

@@ -41,7 +41,9 @@ def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]
         "kind": "Pod",
         "metadata": {
             "name": meta.get("name", ""),
-            "namespace": "",
+            # Koordinator's reading: the template's namespace, else "default" (so the
+            # template's pod (anti-)affinity and spread terms see the pods they name).
+            "namespace": (template.get("metadata") or {}).get("namespace") or "default",
             "uid": meta.get("uid", ""),
             "creationTimestamp": meta.get("creationTimestamp"),
             "labels": dict((template.get("metadata") or {}).get("labels") or {}),

@@ -138,6 +138,9 @@ class CapacityScheduling(Plugin):
     # -- PreFilter / Reserve ---------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        if pod.reservation is not None:  # a Reservation is not charged to a namespace's quota
+            state.data[self.name] = None
+            return SUCCESS
         demand = self.demand(pod)
         state.data[self.name] = demand
         if demand is None:

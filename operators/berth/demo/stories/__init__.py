@@ -1,6 +1,6 @@
 """The design documents' stories, in the order the demo plays them."""
 
-from berth.demo.stories import burst, expiry, quota, scale_up, stranger
+from berth.demo.stories import burst, expiry, preemptor_reservation, quota, scale_up, stranger
 from berth.demo.story import Story
 
 STORIES: tuple[Story, ...] = (
@@ -9,6 +9,7 @@ STORIES: tuple[Story, ...] = (
     quota.STORY,
     burst.STORY,
     expiry.STORY,
+    preemptor_reservation.STORY,
 )
 
 __all__ = ["STORIES"]

@@ -19,6 +19,7 @@ from berth.demo.objects import (
     live_pods,
     node_of,
     pod,
+    priority_class,
     wait_phase,
 )
 from berth.demo.story import Context, Story
@@ -42,7 +43,11 @@ def play(ctx: Context) -> None:
         apply_made(console, _pinned("low", free, node), f"Pod low: {free} cpu on {node}")
         eventually("low bound", lambda: None if _node("low", console) == node else "not yet")
         for name, value in CLASSES.items():
-            apply_made(console, _priority_class(name, value), f"PriorityClass {name}, {value}")
+            apply_made(
+                console,
+                priority_class(name, value, "The demo's preemption story."),
+                f"PriorityClass {name}, {value}",
+            )
         ctx.say(
             f"a pod of priority {CLASSES['demo-preemptor']} needs it, for the profile "
             f"{RESERVING_SCHEDULER} (the Reservation plugin's reservePreemptedCapacity: true)"
@@ -105,16 +110,6 @@ def _pinned(name: str, amount: Decimal, node: str, **spec: str) -> Json:
     made = pod(name, NAMESPACE, str(amount), **spec)
     made["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     return made
-
-
-def _priority_class(name: str, value: int) -> Json:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": name},
-        "value": value,
-        "description": "The demo's preemption story.",
-    }
 
 
 STORY = Story("f", "preemption with a reservation (Story 1)", play)

@@ -336,3 +336,17 @@ async def test_a_reservation_is_placed_like_its_templates_pod_anti_affinity_incl
     await loop.attempt()
     (written,) = [c[1] for c in loop.writer.calls if c[0] == "reservation_status"]
     assert written[1]["nodeName"] == "n2"
+
+
+async def test_a_reservation_annotation_berth_does_not_honour_is_refused_by_name() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    restricted = reservation("r", "1")
+    restricted["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-restricted-options": '{"resources": ["cpu"]}'
+    }
+    loop.parts.events.on_custom("Reservation")("ADDED", restricted)
+    assert loop.parts.placement is not None
+    await asyncio.gather(*loop.parts.placement._tasks)
+    (refusal,) = loop.writer.events("FailedScheduling")
+    assert "scheduling.koordinator.sh/reservation-restricted-options is not supported" in refusal
+    assert "rsv-r" not in loop.queue

@@ -30,6 +30,7 @@ from berth.scheduler.placement import (
     ReservationPlacement,
     no_reservation_plugin,
     pending,
+    unsupported_annotations,
 )
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
@@ -160,7 +161,7 @@ class EventHandlers:
             return  # another scheduler's reservation
         if uid in self.book.held or uid in self.view.assumed:
             return  # placed a moment ago; the watch has not caught up
-        refusal = NO_REQUESTS if not pod.requests else ""
+        refusal = NO_REQUESTS if not pod.requests else unsupported_annotations(obj)
         if not framework.has(RESERVATION_PLUGIN):
             refusal = no_reservation_plugin(framework.name)
         if refusal:

@@ -245,7 +245,10 @@ class ReservationBook:
         preemptor's victim, whatever the reservation's phase, while the reservation exists.
         Its share would go back to a reservation the preemptor may not use, or, once an
         allocateOnce reservation has ended, it still holds what was reserved for it."""
-        found = owner_pod(victim.raw)
+        # The watch's latest version: the node table may hold the pod as it was assumed,
+        # before the binding and the annotation written with it came back.
+        current = self.view.pods.get(victim.uid, victim)
+        found = owner_pod(current.raw)
         if found is None:
             return False
         name, owner = found

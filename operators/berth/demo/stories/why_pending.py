@@ -46,7 +46,9 @@ def _why(ctx: Context, console: Console, name: str) -> str:
         return None if events(console, NAMESPACE, name, "FailedScheduling") else "not yet"
 
     eventually(f"{name} refused", refused)
-    return console.show("berth", "why", name, "-n", NAMESPACE, "--scheduler-url", ctx.scheduler_url)
+    return console.show_plugin(
+        "berth", "why", name, "-n", NAMESPACE, "--scheduler-url", ctx.scheduler_url
+    )
 
 
 def _namespace() -> Json:

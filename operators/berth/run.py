@@ -24,6 +24,7 @@ from berth.api.duration import parse_duration
 from berth.health import HealthServer
 from berth.kube.client import api_client, load_configuration
 from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
+from berth.migration.metrics import MigrationMetrics
 from berth.scheduler import config as scheduler_config
 from berth.scheduler.metrics import SchedulerMetrics
 
@@ -149,6 +150,9 @@ def _components(
     health: HealthServer,
 ) -> tuple[Callable[[asyncio.Event], Coroutine[Any, Any, int]], Callable[[], bool]]:
     """What the leader runs, and whether it is ready (informers synced)."""
+    migration_metrics = MigrationMetrics()
+    if options.operators:
+        health.add_registry(migration_metrics.registry)
     scheduler = None
     if options.scheduler:
         from berth.scheduler.service import Scheduler
@@ -163,7 +167,9 @@ def _components(
         if options.operators:
             from berth.operators.runner import run_operators
 
-            components["operators"] = run_operators(configuration, inner)
+            components["operators"] = run_operators(
+                configuration, inner, migration_metrics=migration_metrics
+            )
         if scheduler is not None:
             components["scheduler"] = scheduler.run(inner)
         tasks = {asyncio.create_task(c, name=name): name for name, c in components.items()}

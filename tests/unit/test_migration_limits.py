@@ -101,7 +101,8 @@ def test_filters_refuse_naming_the_rule(
     changes: dict[str, Any], args: dict[str, Any], says: str
 ) -> None:
     why = refusal(pod(**changes), MigrationControllerArgs.from_dict(args))
-    assert why is not None and says in why
+    assert why is not None
+    assert says in why
 
 
 def test_filters_can_be_opened() -> None:
@@ -131,7 +132,8 @@ def test_per_node_limit_holds_the_third_job() -> None:
     args = MigrationControllerArgs()
     running = [passed("a", workload="x"), passed("b", workload="y")]
     why = hold(passed("c", workload=None), None, running, running, args, NOW)
-    assert why is not None and why.startswith("maxMigratingPerNode 2 reached on node n1")
+    assert why is not None
+    assert why.startswith("maxMigratingPerNode 2 reached on node n1")
     assert hold(passed("c", node="n2", workload=None), None, running, running, args, NOW) is None
 
 
@@ -150,20 +152,23 @@ def test_per_workload_limits() -> None:
     args = MigrationControllerArgs()
     running = [passed("a", node="n2"), passed("b", node="n3")]
     why = hold(passed("c", node="n4"), WEB, running, running, args, NOW)
-    assert why is not None and why.startswith("maxMigratingPerWorkload 2 reached for ReplicaSet")
+    assert why is not None
+    assert why.startswith("maxMigratingPerWorkload 2 reached for ReplicaSet")
     # Unavailable pods count with migrating ones.
     sick = Workload(
         uid="rs-1", kind="ReplicaSet", name="web", replicas=6, unavailable=frozenset({"web-9"})
     )
     why = hold(passed("c", node="n4"), sick, running[:1], running[:1], args, NOW)
-    assert why is not None and why.startswith("maxUnavailablePerWorkload 2 reached")
+    assert why is not None
+    assert why.startswith("maxUnavailablePerWorkload 2 reached")
     assert hold(passed("c", node="n4"), WEB, running[:1], running[:1], args, NOW) is None
 
 
 def test_a_workload_as_small_as_its_limit_is_held_unless_told() -> None:
     one = Workload(uid="rs-1", kind="ReplicaSet", name="web", replicas=1, unavailable=frozenset())
     why = hold(passed("c"), one, [], [], MigrationControllerArgs(), NOW)
-    assert why is not None and "skipCheckExpectedReplicas" in why
+    assert why is not None
+    assert "skipCheckExpectedReplicas" in why
     args = MigrationControllerArgs(skip_check_expected_replicas=True)
     assert hold(passed("c"), one, [], [], args, NOW) is None
 
@@ -172,7 +177,8 @@ def test_the_workload_limiter_counts_migrations_within_its_window() -> None:
     args = MigrationControllerArgs()
     done = [passed("a", at=NOW - timedelta(minutes=1)), passed("b", at=NOW - timedelta(minutes=2))]
     why = hold(passed("c"), WEB, [], done, args, NOW)
-    assert why is not None and "allows 2 migrations of ReplicaSet shop/web per 5m" in why
+    assert why is not None
+    assert "allows 2 migrations of ReplicaSet shop/web per 5m" in why
     assert "next in 180s" in why
     old = [passed("a", at=NOW - timedelta(minutes=6)), done[1]]
     assert hold(passed("c"), WEB, [], old, args, NOW) is None

@@ -216,7 +216,8 @@ def test_an_unschedulable_reservation_is_reported_and_nothing_is_evicted() -> No
     assert decision.recheck is not None
     # Said once: the same verdict again writes nothing.
     again = decide(Facts(job(decision.status, **REF), NOW, source(), rsv, True))
-    assert again.status is None and not again.events
+    assert again.status is None
+    assert not again.events
 
 
 def test_an_available_reservation_leads_to_eviction() -> None:
@@ -261,7 +262,8 @@ def test_after_the_eviction_request_the_job_waits_for_the_pod_to_go() -> None:
     status = evicting()
     assert conditions(status)["Eviction"] == ("False", "Evicting")
     decision = decide(Facts(job(status, **REF), NOW, source(), reservation("Available"), True))
-    assert decision.action == Action.NONE and decision.recheck is not None
+    assert decision.action == Action.NONE
+    assert decision.recheck is not None
 
 
 def test_the_pod_gone_completes_the_eviction_and_the_job_waits_for_the_replacement() -> None:
@@ -302,7 +304,8 @@ def test_the_bound_and_ready_replacement_ends_the_job() -> None:
     not_ready = decide(
         Facts(after, NOW, None, reservation("Succeeded"), True, replacement("False"))
     )
-    assert not_ready.status is not None and not_ready.status["phase"] == "Running"
+    assert not_ready.status is not None
+    assert not_ready.status["phase"] == "Running"
     assert "waiting for Pod" in not_ready.status["message"]
     done = decide(Facts(after, NOW, None, reservation("Succeeded"), True, replacement()))
     assert done.status is not None
@@ -314,12 +317,14 @@ def test_the_bound_and_ready_replacement_ends_the_job() -> None:
     assert conditions(done.status)["PodBoundReservation"] == ("True", None)
     # No Ready condition (the node reports none): bound is enough.
     quiet = decide(Facts(after, NOW, None, reservation("Succeeded"), True, replacement(None)))
-    assert quiet.status is not None and quiet.status["phase"] == "Succeeded"
+    assert quiet.status is not None
+    assert quiet.status["phase"] == "Succeeded"
 
 
 def test_the_pod_gone_before_any_eviction_is_a_missing_pod() -> None:
     decision = decide(Facts(job(RUNNING, **REF), NOW, None, reservation("Available"), True))
-    assert decision.status is not None and decision.status["reason"] == "MissingPod"
+    assert decision.status is not None
+    assert decision.status["reason"] == "MissingPod"
 
 
 def test_evict_directly_succeeds_once_the_pod_is_gone() -> None:

@@ -1,0 +1,372 @@
+"""PodMigrationJobs end to end on the local cluster, through one real `berth run` (the
+scheduler with the Reservation plugin, and the operators) for the whole module.
+
+Each test has its own kwok nodes (selected by a label in the pods' template), so the
+session's other nodes stay out of it; the jobs apply docs/examples/migration/job.yaml and
+web.yaml under the test's names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hashlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi, PolicyV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth.localcluster.kubectl import Kubectl
+from tests.integration.cluster import Nodes
+from tests.integration.processes import BerthRun
+from tests.support import REPO, eventually
+
+GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
+JOBS, RESERVATIONS = "podmigrationjobs", "reservations"
+ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+SCHEDULER = "berth-migration"
+EXAMPLES = REPO / "docs" / "examples" / "migration"
+Json = dict[str, Any]
+
+
+def example(file: str, kind: str) -> Json:
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / file).read_text()) if d]
+    found: Json = copy.deepcopy(next(d for d in docs if d["kind"] == kind))
+    return found
+
+
+@pytest.fixture(scope="module")
+def berth(
+    kubeconfig_path: str, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BerthRun]:
+    """One `berth run` for the module: a profile with the Reservation plugin, and operators."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "podInitialBackoffSeconds": 0.5,
+        "podMaxBackoffSeconds": 2,
+        "profiles": [
+            {
+                "schedulerName": SCHEDULER,
+                "plugins": {"multiPoint": {"enabled": [{"name": "Reservation", "weight": 5000}]}},
+            }
+        ],
+    }
+    process = BerthRun.configured(
+        kubeconfig_path, config, tmp_path_factory.mktemp("berth-migration")
+    ).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+class Story:
+    """The test's nodes, workload and jobs."""
+
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.group = "mg-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+        self.nodes = Nodes(api, self.group)
+        self.core = CoreV1Api(api)
+        self.custom = CustomObjectsApi(api)
+        self.jobs: list[str] = []
+
+    async def node(self, suffix: str, cpu: str = "4") -> str:
+        return await self.nodes.add(
+            suffix,
+            labels={"berth.test/group": self.group},
+            allocatable={"cpu": cpu, "memory": "16Gi", "pods": "110"},
+        )
+
+    async def replicaset(self, replicas: int, cpu: str = "1", pdb_min: int | None = None) -> None:
+        """docs/examples/migration/web.yaml, on this test's nodes; its PDB when asked."""
+        rs = example("web.yaml", "ReplicaSet")
+        rs["metadata"]["namespace"] = self.namespace
+        rs["spec"]["replicas"] = replicas
+        spec = rs["spec"]["template"]["spec"]
+        spec["schedulerName"] = SCHEDULER
+        spec["nodeSelector"] = {"berth.test/group": self.group}
+        spec["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        await AppsV1Api(self.api).create_namespaced_replica_set(self.namespace, rs)
+        if pdb_min is not None:
+            pdb = example("web.yaml", "PodDisruptionBudget")
+            pdb["metadata"]["namespace"] = self.namespace
+            pdb["spec"]["minAvailable"] = pdb_min
+            await PolicyV1Api(self.api).create_namespaced_pod_disruption_budget(self.namespace, pdb)
+
+    async def pods(self) -> list[Any]:
+        listed = await self.core.list_namespaced_pod(self.namespace, label_selector="app=web")
+        return list(listed.items)
+
+    async def running(self, count: int, within: float = 90) -> list[Any]:
+        """Until ``count`` web pods are bound, Running and not terminating."""
+        found: list[Any] = []
+
+        async def there() -> bool:
+            found[:] = [
+                p
+                for p in await self.pods()
+                if p.spec.node_name
+                and p.status.phase == "Running"
+                and p.metadata.deletion_timestamp is None
+            ]
+            return len(found) == count
+
+        await eventually(there, within)
+        return found
+
+    async def migrate(self, pod: str, suffix: str = "", **spec: Any) -> str:
+        """docs/examples/migration/job.yaml for ``pod``."""
+        job = example("job.yaml", "PodMigrationJob")
+        name = f"{self.group}-{pod}{suffix}"[:63]
+        job["metadata"]["name"] = name
+        job["spec"]["podRef"] = {"namespace": self.namespace, "name": pod}
+        job["spec"].update(spec)
+        await self.custom.create_cluster_custom_object(GROUP, VERSION, JOBS, job)
+        self.jobs.append(name)
+        return name
+
+    async def job(self, name: str) -> Json:
+        found: Json = await self.custom.get_cluster_custom_object(GROUP, VERSION, JOBS, name)
+        return found
+
+    async def status(self, name: str) -> Json:
+        return (await self.job(name)).get("status") or {}
+
+    async def wait(self, name: str, phase: str, within: float = 120) -> Json:
+        seen: list[Json] = [{}]
+
+        async def there() -> bool:
+            seen[0] = await self.status(name)
+            return bool(seen[0].get("phase") == phase)
+
+        try:
+            await eventually(there, within)
+        except AssertionError as err:
+            raise AssertionError(f"{name}: status {seen[0]} (wanted {phase})") from err
+        return seen[0]
+
+    async def wait_condition(
+        self, name: str, kind: str, status: str, reason: str | None, within: float = 120
+    ) -> Json:
+        seen: list[Json] = [{}]
+
+        async def there() -> bool:
+            seen[0] = await self.status(name)
+            return any(
+                c["type"] == kind and c["status"] == status and c.get("reason") == reason
+                for c in seen[0].get("conditions") or ()
+            )
+
+        try:
+            await eventually(there, within)
+        except AssertionError as err:
+            raise AssertionError(f"{name}: status {seen[0]} (wanted {kind} {reason})") from err
+        return next(c for c in seen[0]["conditions"] if c["type"] == kind)
+
+    async def reservation(self, name: str) -> Json | None:
+        try:
+            found: Json = await self.custom.get_cluster_custom_object(
+                GROUP, VERSION, RESERVATIONS, name
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return found
+
+    async def job_events(self, name: str) -> list[str]:
+        events = await self.core.list_event_for_all_namespaces(
+            field_selector=f"involvedObject.name={name},involvedObject.kind=PodMigrationJob"
+        )
+        ordered = sorted(events.items, key=lambda e: (e.first_timestamp, e.metadata.name))
+        return [e.reason for e in ordered]
+
+    async def close(self) -> None:
+        for name in self.jobs:
+            with contextlib.suppress(ApiException):
+                await self.custom.delete_cluster_custom_object(GROUP, VERSION, JOBS, name)
+            with contextlib.suppress(ApiException):
+                await self.custom.delete_cluster_custom_object(GROUP, VERSION, RESERVATIONS, name)
+        await self.nodes.delete_all()
+
+
+@pytest.fixture
+async def story(
+    api: ApiClient, crds: None, namespace: str, berth: BerthRun
+) -> AsyncIterator[Story]:
+    made = Story(api, namespace)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+async def test_a_job_moves_a_replicaset_pod_into_a_reservation_made_first(
+    story: Story, kubeconfig_path: str
+) -> None:
+    """docs/examples/migration/job.yaml and web.yaml."""
+    hot = await story.node("a")
+    await story.replicaset(2)
+    pods = await story.running(2)
+    assert {p.spec.node_name for p in pods} == {hot}
+    idle = await story.node("b")
+    moving = pods[0].metadata.name
+    name = await story.migrate(moving)
+
+    status = await story.wait(name, "Succeeded")
+    assert status["status"] == "Complete"
+    assert status["nodeName"] == idle
+    new_pod = status["podRef"]["name"]
+    assert status["message"] == f'Bind Pod "{story.namespace}/{new_pod}" in Reservation "{name}"'
+    conditions = {c["type"]: (c["status"], c.get("reason")) for c in status["conditions"]}
+    assert conditions == {
+        "ReservationCreated": ("True", None),
+        "ReservationScheduled": ("True", None),
+        "Eviction": ("True", "EvictComplete"),
+        "PodBoundReservation": ("True", None),
+    }
+    # The reservation was Available (scheduled, event recorded) before the eviction began.
+    reasons = await story.job_events(name)
+    assert reasons.index("ReservationScheduled") < reasons.index("Evicting"), reasons
+    assert reasons[-1] == "Complete", reasons
+    # The replacement is on the idle node, in the reservation, which it used up.
+    replacement = await story.core.read_namespaced_pod(new_pod, story.namespace)
+    assert replacement.spec.node_name == idle
+    assert name in replacement.metadata.annotations[ALLOCATED]
+    reservation = await story.reservation(name)
+    assert reservation is not None
+    assert reservation["status"]["phase"] == "Succeeded"
+    assert reservation["status"]["nodeName"] == idle
+    names = {p.metadata.name for p in await story.running(2)}
+    assert moving not in names
+    # kubectl get pmj shows the job, its phase, node, pod and reason.
+    table = Kubectl(kubeconfig_path)("get", "pmj", name)
+    header, row = table.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "PHASE", "STATUS", "REASON", "AGE"]
+    assert {"NODE", "POD", "NEWPOD"} <= set(header.split())
+    assert row.split()[:3] == [name, "Succeeded", "Complete"]
+    assert {idle, moving, new_pod} <= set(row.split())
+
+
+async def test_a_job_whose_reservation_cannot_be_placed_never_evicts(story: Story) -> None:
+    hot = await story.node("a")
+    await story.replicaset(2)
+    pods = await story.running(2)
+    moving = pods[0]
+    name = await story.migrate(moving.metadata.name, ttl="25s")
+
+    # The decision: the reservation has no node (only the pod's own node is in the group).
+    condition = await story.wait_condition(name, "ReservationScheduled", "False", "Unschedulable")
+    assert condition["message"]
+    status = await story.wait(name, "Failed", within=90)
+    assert (status["reason"], status["message"]) == ("Timeout", "Abort job caused by timeout")
+    assert "Eviction" not in {c["type"] for c in status.get("conditions") or ()}
+    # The pod never moved, and the reservation is released.
+    still = await story.core.read_namespaced_pod(moving.metadata.name, story.namespace)
+    assert still.metadata.uid == moving.metadata.uid
+    assert still.metadata.deletion_timestamp is None
+    assert still.spec.node_name == hot
+
+    async def released() -> bool:
+        return await story.reservation(name) is None
+
+    await eventually(released, 60)
+    assert "Evicting" not in await story.job_events(name)
+
+
+async def test_a_pdb_that_refuses_eviction_leaves_the_pod_running_and_fails_the_job(
+    story: Story,
+) -> None:
+    """web.yaml's PodDisruptionBudget, asking for every pod to stay."""
+    hot = await story.node("a")
+    await story.replicaset(2, pdb_min=2)
+    pods = await story.running(2)
+    await story.node("b")
+    moving = pods[0]
+    name = await story.migrate(moving.metadata.name, ttl="40s")
+
+    refused = await story.wait_condition(name, "Eviction", "False", "FailedEvict")
+    assert "disruption budget" in refused["message"], refused
+    status = await story.wait(name, "Failed", within=120)
+    assert status["reason"] == "FailedEvict"
+    assert "disruption budget" in status["message"]
+    still = await story.core.read_namespaced_pod(moving.metadata.name, story.namespace)
+    assert still.metadata.uid == moving.metadata.uid
+    assert still.metadata.deletion_timestamp is None
+    assert still.spec.node_name == hot
+    assert len(await story.running(2)) == 2
+
+    async def released() -> bool:
+        return await story.reservation(name) is None
+
+    await eventually(released, 60)
+
+
+async def test_limits_per_node_and_workload_hold_under_a_burst_of_jobs(story: Story) -> None:
+    """Twenty jobs at once for a ReplicaSet of twenty pods on one node: Koordinator's
+    defaults let two migrate at a time (maxMigratingPerNode 2, maxUnavailablePerWorkload 2
+    for twenty replicas), and two per five minutes per workload; the rest wait, saying why."""
+    await story.node("a", cpu="8")
+    await story.replicaset(20, cpu="100m")
+    pods = await story.running(20, within=120)
+    await story.node("b")
+    await story.node("c")
+    names = await asyncio.gather(*(story.migrate(p.metadata.name) for p in pods))
+
+    most_running = 0
+    most_unavailable = 0
+    held: set[str] = set()
+
+    async def two_moved_and_the_rest_held() -> bool:
+        nonlocal most_running, most_unavailable
+        statuses = await asyncio.gather(*(story.status(n) for n in names))
+        phases = [s.get("phase") for s in statuses]
+        most_running = max(most_running, phases.count("Running"))
+        ready = [
+            p
+            for p in await story.pods()
+            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+        ]
+        most_unavailable = max(most_unavailable, 20 - len(ready))
+        held.update(s.get("message", "") for s in statuses if s.get("reason") == "Throttled")
+        waiting = [s for s in statuses if s.get("phase") == "Pending"]
+        limited = all("the workload limiter allows 2" in s.get("message", "") for s in waiting)
+        return phases.count("Succeeded") == 2 and len(waiting) == 18 and limited
+
+    await eventually(two_moved_and_the_rest_held, 240)
+    assert most_running <= 2
+    # Each migrating pod is unavailable until its replacement runs; never more than two.
+    assert most_unavailable <= 2
+    assert any(m.startswith("Waiting for arbitration: maxMigratingPerNode 2") for m in held), held
+
+
+async def test_a_killed_berth_resumes_a_job_where_it_stood(story: Story, berth: BerthRun) -> None:
+    await story.node("a")
+    await story.replicaset(2)
+    pods = await story.running(2)
+    idle = await story.node("b")
+    moving = pods[0]
+    name = await story.migrate(moving.metadata.name)
+    await story.wait_condition(name, "ReservationCreated", "True", None)
+    berth.kill()
+    try:
+        reservation = await story.reservation(name)
+        assert reservation is not None
+        made = reservation["metadata"]["uid"]
+    finally:
+        berth.start()
+    status = await story.wait(name, "Succeeded")
+    assert status["nodeName"] == idle
+    # The reservation made before the kill is the one used: none was made twice.
+    used = await story.reservation(name)
+    assert used is not None
+    assert used["metadata"]["uid"] == made
+    assert status["podRef"]["name"] != moving.metadata.name

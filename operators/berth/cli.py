@@ -47,6 +47,7 @@ def _run(args: argparse.Namespace) -> int:
             operators=not args.no_operators,
             scheduler=not args.no_scheduler,
             scheduler_config=args.config,
+            descheduler_config=args.descheduler_config,
             log_level=args.log_level,
             health_address=args.health_address,
         )
@@ -126,6 +127,11 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the operators and the scheduler in one process")
     run.add_argument("--kubeconfig", help="kubeconfig path (default: in-cluster, then KUBECONFIG)")
     run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
+    run.add_argument(
+        "--descheduler-config",
+        help="descheduler configuration (DeschedulerConfiguration): the migration limits "
+        "and the LowNodeLoad balancer",
+    )
     run.add_argument("--no-operators", action="store_true", help="do not run the operators")
     run.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler")
     run.add_argument("--log-level", default="info")

@@ -545,7 +545,8 @@ def _available(pod: Json) -> bool:
 @kopf.on.startup(registry=REGISTRY)
 async def start_migrations(memo: kopf.Memo, **_: Any) -> None:
     metrics: MigrationMetrics | None = memo.get("migration_metrics")
-    state = Migrations(api_client(memo.configuration), MigrationControllerArgs(), metrics)
+    args: MigrationControllerArgs = memo.get("migration_args") or MigrationControllerArgs()
+    state = Migrations(api_client(memo.configuration), args, metrics)
     memo.migrations = state
     state.start()
     logger.info("migration operator started")

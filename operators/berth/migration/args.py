@@ -104,7 +104,7 @@ class MigrationControllerArgs(_Args):
     """Mode of jobs the balancer creates."""
     default_job_ttl: Duration = "5m"
     """Time limit of jobs the balancer creates."""
-    evict_qps: float = Field(default=10.0, gt=0)
+    evict_qps: float = Field(default=10.0, gt=0, alias="evictQPS")
     """Evictions per second."""
     evict_burst: int = Field(default=1, ge=1)
     """Evictions at once before the rate applies."""

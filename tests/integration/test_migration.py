@@ -324,10 +324,12 @@ async def test_limits_per_node_and_workload_hold_under_a_burst_of_jobs(story: St
     most_running = 0
     most_unavailable = 0
     held: set[str] = set()
+    last: list[Json] = []
 
     async def two_moved_and_the_rest_held() -> bool:
         nonlocal most_running, most_unavailable
         statuses = await asyncio.gather(*(story.status(n) for n in names))
+        last[:] = statuses
         phases = [s.get("phase") for s in statuses]
         most_running = max(most_running, phases.count("Running"))
         ready = [
@@ -341,7 +343,11 @@ async def test_limits_per_node_and_workload_hold_under_a_burst_of_jobs(story: St
         limited = all("the workload limiter allows 2" in s.get("message", "") for s in waiting)
         return phases.count("Succeeded") == 2 and len(waiting) == 18 and limited
 
-    await eventually(two_moved_and_the_rest_held, 240)
+    try:
+        await eventually(two_moved_and_the_rest_held, 240)
+    except AssertionError as err:
+        seen = sorted({(s.get("phase"), s.get("reason"), s.get("message")) for s in last}, key=str)
+        raise AssertionError(f"job statuses: {seen}") from err
     assert most_running <= 2
     # Each migrating pod is unavailable until its replacement runs; never more than two.
     assert most_unavailable <= 2

@@ -160,6 +160,7 @@ def test_the_reservation_is_the_pod_elsewhere() -> None:
         }
     ]
     assert (spec["ttl"], spec["allocateOnce"]) == ("2m", True)
+    assert spec["unschedulable"] is True  # opened when the pod is evicted
     assert body["metadata"]["name"] == "move-web-1"
     assert body["metadata"]["labels"] == {JOB_LABEL: "move-web-1"}
     assert owned_by(body, job())
@@ -358,3 +359,12 @@ def test_statuses_for_the_operators_outcomes() -> None:
     status, event = reservation_created(job(RUNNING), "move-web-1", NOW)
     assert conditions(status)["ReservationCreated"] == ("True", None)
     assert status["status"] == "ReservationCreated"
+
+
+def test_a_sibling_replacement_in_the_reservation_after_the_eviction_request_is_success() -> None:
+    """Two pods of one workload migrating at once may swap reservations."""
+    decision = decide(Facts(job(evicting(), **REF), NOW, source(), reservation("Succeeded"), True))
+    assert decision.status is None or decision.status.get("phase") != "Failed"
+    gone = decide(Facts(job(evicting(), **REF), NOW, None, reservation("Succeeded"), True))
+    assert gone.status is not None
+    assert conditions(gone.status)["Eviction"] == ("True", "EvictComplete")

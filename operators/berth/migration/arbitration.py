@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Final
 
 from berth.api.base import format_time
@@ -176,11 +176,8 @@ def _hold_for_workload(
         if p.workload == workload.uid and p.job != candidate.job and p.at > since
     ]
     if len(recent) >= allowed:
-        free_at = min(p.at for p in recent) + window
-        wait = max(timedelta(0), free_at - now)
         return (
             f"the workload limiter allows {allowed} migrations of {what} per "
-            f"{limiter.duration}: {len(recent)} started within it; next in "
-            f"{int(wait.total_seconds())}s"
+            f"{limiter.duration}: {len(recent)} started within it"
         )
     return None

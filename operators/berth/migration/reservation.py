@@ -5,6 +5,10 @@ reservation exactly as it would place the pod; a required node affinity keeps it
 pod's current node (moving there would be no move). The pod's controller owns it, so the
 controller's replacement pod is the one that can use it; ``allocateOnce`` ends it when that
 pod arrives. The job is its owner in ``ownerReferences``, so deleting the job deletes it.
+
+It is made ``unschedulable`` (closed to owner pods, its capacity still held) and opened
+only as the pod is evicted: otherwise, with two pods of one workload migrating, the first
+replacement could take the second job's reservation before that job evicted its pod.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def reservation_for(job: PodMigrationJob, pod: Mapping[str, Any]) -> dict[str, A
     if "ttl" not in spec and "expires" not in spec:
         spec["ttl"] = job.spec.ttl
     spec.setdefault("allocateOnce", True)
+    spec["unschedulable"] = True
     name = job.metadata.name
     labels = {**(meta.get("labels") or {}), JOB_LABEL: name}
     metadata = {

@@ -262,8 +262,12 @@ def _reservation_first(facts: Facts) -> Decision:
         )
     out = _status(job)
     events: list[Event] = []
-    evicted = job.condition(Cond.EVICTION)
-    evicted_yet = evicted is not None and evicted.status == "True"
+    eviction = job.condition(Cond.EVICTION)
+    # Once this job has asked for its eviction, a replacement of the same workload may land
+    # in this reservation or in a sibling job's: either way the reservation did its work.
+    evicted_yet = eviction is not None and (
+        eviction.status == "True" or eviction.reason == Reason.EVICTING
+    )
     phase = reservation.phase
     name = reservation.metadata.name
     if phase == ReservationPhase.FAILED:

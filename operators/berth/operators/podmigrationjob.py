@@ -243,7 +243,7 @@ class Migrations:
         elif decision.action == Action.CREATE_RESERVATION and pod is not None:
             await self._create_reservation(job, pod, now)
         elif decision.action == Action.EVICT and pod is not None:
-            await self._evict(job, pod, now)
+            await self._evict(job, pod, reservation if owned else None, now)
         elif decision.action == Action.RELEASE and reservation is not None:
             await self._release(job, reservation)
         if job.phase not in TERMINAL_PHASES:
@@ -472,7 +472,27 @@ class Migrations:
         status, event = reservation_created(job, meta["name"], now)
         await self._write_status(job, status, [event])
 
-    async def _evict(self, job: PodMigrationJob, pod: Json, now: datetime) -> None:
+    async def _open(self, reservation: Reservation, open_: bool) -> None:
+        """Let owner pods into the job's reservation (or close it again)."""
+        if bool(reservation.spec.unschedulable) != open_:
+            return
+        patch = {"spec": {"unschedulable": not open_}}
+        await succeeded(
+            self.custom.patch_cluster_custom_object(
+                GROUP,
+                VERSION,
+                RESERVATIONS,
+                reservation.metadata.name,
+                patch,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+        reservation.spec.unschedulable = not open_
+
+    async def _evict(
+        self, job: PodMigrationJob, pod: Json, reservation: Reservation | None, now: datetime
+    ) -> None:
         name = job.metadata.name or ""
         not_before = self._evict_after.get(name)
         if not_before is not None and now < not_before:
@@ -491,6 +511,8 @@ class Migrations:
             "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
             "deleteOptions": options,
         }
+        if reservation is not None:
+            await self._open(reservation, True)
         try:
             await succeeded(
                 self.core.create_namespaced_pod_eviction(
@@ -501,6 +523,8 @@ class Migrations:
             if err.status == 404:
                 return  # gone meanwhile: the next step sees it
             # 429 is a PodDisruptionBudget saying no: reported, tried again, never deleted.
+            if reservation is not None:
+                await self._open(reservation, False)
             self._evict_after[name] = now + RETRY_EVICTION
             status, event = eviction_refused(job, _api_message(err), now)
             if status != (job.status.to_dict() if job.status else {}):

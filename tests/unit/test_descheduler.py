@@ -178,8 +178,10 @@ def test_anomaly_needs_consecutive_hot_rounds() -> None:
     for i in range(3):
         detector, _ = observe(detector, False, NOW + timedelta(seconds=60 + i), condition)
     assert detector.abnormal == 0
-    # A streak not fed for longer than the timeout starts again.
-    detector = Detector(abnormal=4, last_abnormal=NOW)
+    # An anomaly lasts at most the timeout: then the streak starts again.
+    detector = Detector(abnormal=5, anomalous_since=NOW)
+    detector, anomalous = observe(detector, True, NOW + timedelta(seconds=30), condition)
+    assert anomalous
     detector, anomalous = observe(detector, True, NOW + timedelta(minutes=2), condition)
     assert (detector.abnormal, anomalous) == (1, False)
 

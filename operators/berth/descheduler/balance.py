@@ -95,26 +95,34 @@ class Detector:
 
     abnormal: int = 0
     normal: int = 0
-    last_abnormal: datetime | None = None
+    anomalous_since: datetime | None = None
     seen: datetime | None = None
 
 
 def observe(
     detector: Detector, hot: bool, now: datetime, condition: LoadAnomalyCondition
 ) -> tuple[Detector, bool]:
-    """The detector after one round, and whether the node is anomalous now."""
-    if detector.last_abnormal is not None and now - detector.last_abnormal > condition.window():
+    """The detector after one round, and whether the node is anomalous now.
+
+    ``consecutiveAbnormalities`` hot rounds in a row make a node anomalous;
+    ``consecutiveNormalities`` normal rounds in a row clear the streak; an anomaly lasts at
+    most ``timeout``, after which the streak starts again.
+    """
+    since = detector.anomalous_since
+    if since is not None and now - since > condition.window():
         detector = Detector()
     if hot:
-        detector = replace(detector, abnormal=detector.abnormal + 1, normal=0, last_abnormal=now)
+        detector = replace(detector, abnormal=detector.abnormal + 1, normal=0)
     else:
         normal = detector.normal + 1
         if normal >= condition.consecutive_normalities:
             detector = Detector(normal=normal)
         else:
             detector = replace(detector, normal=normal)
-    detector = replace(detector, seen=now)
-    return detector, hot and detector.abnormal >= condition.abnormalities()
+    anomalous = hot and detector.abnormal >= condition.abnormalities()
+    if anomalous and detector.anomalous_since is None:
+        detector = replace(detector, anomalous_since=now)
+    return replace(detector, seen=now), anomalous
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """PodMigrationJobs end to end on the local cluster, through one real `berth run` (the
-scheduler with the Reservation plugin, and the operators) for the whole module.
+scheduler with the Reservation and LoadAwareScheduling plugins, the operators, and the
+LowNodeLoad balancer of the installed descheduler configuration) for the whole module.
 
 Each test has its own kwok nodes (selected by a label in the pods' template), so the
 session's other nodes stay out of it; the jobs apply docs/examples/migration/job.yaml and
@@ -13,6 +14,7 @@ import contextlib
 import copy
 import hashlib
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from tests.support import REPO, eventually
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
 JOBS, RESERVATIONS = "podmigrationjobs", "reservations"
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+MERGE = "application/merge-patch+json"
 SCHEDULER = "berth-migration"
 EXAMPLES = REPO / "docs" / "examples" / "migration"
 Json = dict[str, Any]
@@ -39,11 +42,30 @@ def example(file: str, kind: str) -> Json:
     return found
 
 
+BALANCED = {"berth.test/balance": "on"}
+"""The label of the only nodes the module's balancer looks at (the balancer test's)."""
+INTERVAL = 2
+
+
+def descheduler_config() -> Json:
+    """manifests/descheduler-config.yaml, on this module's balanced nodes, every 2 s, and
+    acting on the second hot report in a row rather than the fifth."""
+    configmap = yaml.safe_load((REPO / "manifests" / "descheduler-config.yaml").read_text())
+    config: Json = yaml.safe_load(configmap["data"]["descheduler-config.yaml"])
+    config["deschedulingInterval"] = f"{INTERVAL}s"
+    for plugin in config["profiles"][0]["pluginConfig"]:
+        if plugin["name"] == "LowNodeLoad":
+            plugin["args"]["nodeSelector"] = {"matchLabels": BALANCED}
+            plugin["args"]["anomalyCondition"] = {"consecutiveAbnormalities": 2}
+    return config
+
+
 @pytest.fixture(scope="module")
 def berth(
     kubeconfig_path: str, crds: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BerthRun]:
-    """One `berth run` for the module: a profile with the Reservation plugin, and operators."""
+    """One `berth run` for the module: a profile with the Reservation and load-aware
+    plugins, the operators, and the balancer."""
     config = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -53,13 +75,23 @@ def berth(
         "profiles": [
             {
                 "schedulerName": SCHEDULER,
-                "plugins": {"multiPoint": {"enabled": [{"name": "Reservation", "weight": 5000}]}},
+                "plugins": {
+                    "multiPoint": {
+                        "enabled": [
+                            {"name": "Reservation", "weight": 5000},
+                            {"name": "LoadAwareScheduling"},
+                        ]
+                    }
+                },
             }
         ],
     }
-    process = BerthRun.configured(
-        kubeconfig_path, config, tmp_path_factory.mktemp("berth-migration")
-    ).start()
+    directory = tmp_path_factory.mktemp("berth-migration")
+    descheduling = directory / "descheduler-config.yaml"
+    descheduling.write_text(yaml.safe_dump(descheduler_config()))
+    process = BerthRun.configured(kubeconfig_path, config, directory)
+    process.command.append(f"--descheduler-config={descheduling}")
+    process.start()
     try:
         yield process
     finally:
@@ -78,10 +110,10 @@ class Story:
         self.custom = CustomObjectsApi(api)
         self.jobs: list[str] = []
 
-    async def node(self, suffix: str, cpu: str = "4") -> str:
+    async def node(self, suffix: str, cpu: str = "4", balanced: bool = False) -> str:
         return await self.nodes.add(
             suffix,
-            labels={"berth.test/group": self.group},
+            labels={"berth.test/group": self.group, **(BALANCED if balanced else {})},
             allocatable={"cpu": cpu, "memory": "16Gi", "pods": "110"},
         )
 
@@ -376,3 +408,97 @@ async def test_a_killed_berth_resumes_a_job_where_it_stood(story: Story, berth: 
     assert used is not None
     assert used["metadata"]["uid"] == made
     assert status["podRef"]["name"] != moving.metadata.name
+
+
+POD_CPU, BASE_CPU = 800, 400
+"""What each web pod and each node's system use, in millicores (as the agent would report)."""
+
+
+async def report_usage(story: Story, nodes: list[str], stop: asyncio.Event) -> None:
+    """Act as the node agents: every second, each node's NodeMetric says what its running
+    web pods use (800m each) on top of 400m for the system."""
+    metrics = "slo.koordinator.sh", "v1alpha1", "nodemetrics"
+    while not stop.is_set():
+        pods = await story.pods()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for node in nodes:
+            mine = [
+                p
+                for p in pods
+                if p.spec.node_name == node
+                and p.status.phase == "Running"
+                and p.metadata.deletion_timestamp is None
+            ]
+            cpu = BASE_CPU + POD_CPU * len(mine)
+            status = {
+                "updateTime": now,
+                "nodeMetric": {"nodeUsage": {"resources": {"cpu": f"{cpu}m", "memory": "1Gi"}}},
+                "podsMetric": [
+                    {
+                        "namespace": story.namespace,
+                        "name": p.metadata.name,
+                        "podUsage": {"resources": {"cpu": f"{POD_CPU}m", "memory": "100Mi"}},
+                    }
+                    for p in mine
+                ],
+            }
+            with contextlib.suppress(ApiException):  # its NodeMetric may not be made yet
+                await story.custom.patch_cluster_custom_object_status(
+                    *metrics, node, {"status": status}, _content_type=MERGE
+                )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1)
+
+
+async def test_the_balancer_relieves_hot_nodes_onto_idle_ones(story: Story) -> None:
+    """Two nodes at 90% cpu (four 800m pods and 400m of system on 4 cores), two at 10%:
+    LowNodeLoad (highThresholds cpu 75) moves one pod off each hot node, since that brings
+    it to 70%, into the idle nodes, and nothing more."""
+    hot = [await story.node("h1", balanced=True)]
+    await story.replicaset(4)  # 1 core requested each: h1 is full
+    await story.running(4)
+    hot.append(await story.node("h2", balanced=True))
+    await AppsV1Api(story.api).patch_namespaced_replica_set(
+        "web", story.namespace, {"spec": {"replicas": 8}}
+    )
+    placed = await story.running(8)
+    assert sorted(p.spec.node_name for p in placed) == sorted(hot * 4)
+    idle = [await story.node("i1", balanced=True), await story.node("i2", balanced=True)]
+    stop = asyncio.Event()
+    reporting = asyncio.create_task(report_usage(story, hot + idle, stop))
+    try:
+        jobs = await balanced_jobs(story, 2)
+        for job in jobs:
+            story.jobs.append(job["metadata"]["name"])
+        done = [await story.wait(job["metadata"]["name"], "Succeeded") for job in jobs]
+        assert {job["metadata"]["annotations"]["berth.dev/hot-node"] for job in jobs} == set(hot)
+        assert {status["nodeName"] for status in done} <= set(idle)
+        # Every replacement landed on an idle node, none on a hot one.
+        for status in done:
+            moved = await story.core.read_namespaced_pod(status["podRef"]["name"], story.namespace)
+            assert moved.spec.node_name in idle
+        # Each hot node is at 70% now, under its high threshold: nothing more moves.
+        await asyncio.sleep(5 * INTERVAL)
+        assert len(await balanced_jobs(story, 2)) == 2
+        spread = sorted(p.spec.node_name for p in await story.running(8))
+        assert spread == sorted(hot * 3 + [status["nodeName"] for status in done])
+    finally:
+        stop.set()
+        await reporting
+
+
+async def balanced_jobs(story: Story, count: int, within: float = 90) -> list[Json]:
+    """Until the balancer has made ``count`` jobs for this test's pods; those jobs."""
+    found: list[Json] = []
+
+    async def made() -> bool:
+        listed = await story.custom.list_cluster_custom_object(
+            GROUP, VERSION, JOBS, label_selector="berth.dev/descheduler=LowNodeLoad"
+        )
+        found[:] = [
+            j for j in listed["items"] if j["spec"]["podRef"]["namespace"] == story.namespace
+        ]
+        return len(found) >= count
+
+    await eventually(made, within)
+    return found

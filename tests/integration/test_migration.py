@@ -13,10 +13,12 @@ import asyncio
 import contextlib
 import copy
 import hashlib
+import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi, PolicyV1Api
@@ -241,8 +243,22 @@ async def story(
         await made.close()
 
 
+async def scrape(berth: BerthRun) -> str:
+    """``/metrics`` of the module's `berth run` (its port is in its log)."""
+    port = None
+    for line in berth.log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if entry.get("event") == "serving health and metrics":
+                port = str(entry["address"]).rpartition(":")[2]
+    assert port is not None, "berth run has not logged its health address"
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return await response.text()
+
+
 async def test_a_job_moves_a_replicaset_pod_into_a_reservation_made_first(
-    story: Story, kubeconfig_path: str
+    story: Story, kubeconfig_path: str, berth: BerthRun
 ) -> None:
     """docs/examples/migration/job.yaml and web.yaml."""
     hot = await story.node("a")
@@ -279,6 +295,8 @@ async def test_a_job_moves_a_replicaset_pod_into_a_reservation_made_first(
     assert reservation["status"]["nodeName"] == idle
     names = {p.metadata.name for p in await story.running(2)}
     assert moving not in names
+    # The metrics count it.
+    assert 'berth_pod_migrations_succeeded_total{mode="ReservationFirst"}' in await scrape(berth)
     # kubectl get pmj shows the job, its phase, node, pod and reason.
     table = Kubectl(kubeconfig_path)("get", "pmj", name)
     header, row = table.splitlines()[:2]
@@ -315,7 +333,7 @@ async def test_a_job_whose_reservation_cannot_be_placed_never_evicts(story: Stor
 
 
 async def test_a_pdb_that_refuses_eviction_leaves_the_pod_running_and_fails_the_job(
-    story: Story,
+    story: Story, berth: BerthRun
 ) -> None:
     """web.yaml's PodDisruptionBudget, asking for every pod to stay."""
     hot = await story.node("a")
@@ -330,6 +348,7 @@ async def test_a_pdb_that_refuses_eviction_leaves_the_pod_running_and_fails_the_
     status = await story.wait(name, "Failed", within=120)
     assert status["reason"] == "FailedEvict"
     assert "disruption budget" in status["message"]
+    assert 'berth_pod_migrations_failed_total{reason="FailedEvict"}' in await scrape(berth)
     still = await story.core.read_namespaced_pod(moving.metadata.name, story.namespace)
     assert still.metadata.uid == moving.metadata.uid
     assert still.metadata.deletion_timestamp is None

@@ -120,13 +120,25 @@ class ReservationTemplateSpec(OpenModel):
 class PodMigrateReservationOptions(ApiModel):
     """Which Reservation the pod moves into."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.preemptionOptions)",
+                    "message": "preemptionOptions is not supported by Berth: a migration "
+                    "never preempts other pods",
+                }
+            ]
+        }
+    )
+
     reservation_ref: ObjectReference | None = None
     """A Reservation to use; when unset, one is created from ``template`` and the pod and
     recorded here."""
     template: ReservationTemplateSpec | None = None
     """The Reservation to create when ``reservationRef`` is unset."""
     preemption_options: dict[str, Any] | None = None
-    """Koordinator's preemption option; reserved, with no fields."""
+    """Koordinator's preemption option (reserved, with no fields); refused by Berth."""
 
 
 class DeleteOptions(OpenModel):

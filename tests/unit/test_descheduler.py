@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from berth.descheduler.balance import Detector, NodeLoad, PodLoad, is_hot, is_idle, observe, plan
 from berth.descheduler.config import DeschedulerConfigError, check_against_scheduler, parse
 from berth.descheduler.fit import fits
 from berth.descheduler.lownodeload import LoadAnomalyCondition, LowNodeLoadArgs
+from berth.run import RunOptions, run
 from berth.scheduler.config import parse as parse_scheduler
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -216,3 +219,13 @@ def test_fit_checks_selector_affinity_taints_and_requests() -> None:
         }
     }
     assert not fits(k8s_pod(affinity=affinity), k8s_node(), {})
+
+
+def test_berth_run_exits_naming_a_bad_descheduler_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "descheduler.yaml"
+    path.write_text(yaml.safe_dump(configuration({"highThreshold": {"cpu": 70}})))
+    assert run(RunOptions(descheduler_config=str(path), log_level="error")) == 2
+    captured = capsys.readouterr()
+    assert "highThreshold" in captured.out + captured.err

@@ -259,12 +259,13 @@ def evicting() -> Json:
     return status
 
 
-def test_after_the_eviction_request_the_job_waits_for_the_pod_to_go() -> None:
+def test_an_eviction_recorded_but_not_done_is_asked_for_again() -> None:
+    """The request is recorded first; a process killed before asking asks after restart."""
     status = evicting()
     assert conditions(status)["Eviction"] == ("False", "Evicting")
     decision = decide(Facts(job(status, **REF), NOW, source(), reservation("Available"), True))
-    assert decision.action == Action.NONE
-    assert decision.recheck is not None
+    assert decision.action == Action.EVICT
+    assert decision.status is None
 
 
 def test_the_pod_gone_completes_the_eviction_and_the_job_waits_for_the_replacement() -> None:
@@ -368,3 +369,10 @@ def test_a_sibling_replacement_in_the_reservation_after_the_eviction_request_is_
     gone = decide(Facts(job(evicting(), **REF), NOW, None, reservation("Succeeded"), True))
     assert gone.status is not None
     assert conditions(gone.status)["Eviction"] == ("True", "EvictComplete")
+
+
+def test_a_pod_gone_after_a_refused_eviction_was_evicted_by_a_retry() -> None:
+    status, _ = eviction_refused(job(RUNNING, **REF), "budget", NOW)
+    decision = decide(Facts(job(status, **REF), NOW, None, reservation("Available"), True))
+    assert decision.status is not None
+    assert conditions(decision.status)["Eviction"] == ("True", "EvictComplete")

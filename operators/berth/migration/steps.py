@@ -222,14 +222,16 @@ def _eviction(facts: Facts, out: Json, events: list[Event]) -> Decision | None:
     if status == "True":
         return None
     if _pod_gone(facts):
-        if reason != Reason.EVICTING:
+        # Gone after this job asked for its eviction (a refused one may have been retried
+        # by a process that died before recording it): evicted. Gone before: missing.
+        if reason not in (Reason.EVICTING, Reason.FAILED_EVICT):
             return _missing_pod(facts)
         _set_condition(out, Cond.EVICTION, True, Reason.EVICT_COMPLETE, None, facts.now)
         events.append(Event(Reason.EVICT_COMPLETE, f'Pod "{pod_key(job)}" has been evicted'))
         return None
-    if reason == Reason.EVICTING:
-        # Requested; waiting for the pod to go.
-        return Decision(status=_changed(job, out), events=events, recheck=RECHECK)
+    # Not asked yet, refused, or recorded as asked by a process that died before asking:
+    # the API server sets deletionTimestamp as it accepts an eviction, so a pod without one
+    # is (again) evicted; evicting is idempotent.
     return Decision(status=_changed(job, out), events=events, action=Action.EVICT)
 
 
@@ -425,6 +427,7 @@ def reservation_not_created(job: PodMigrationJob, error: str, now: datetime) -> 
 
 
 def eviction_requested(job: PodMigrationJob, now: datetime) -> tuple[Json, Event]:
+    """Written before the eviction is asked for, so a restart knows it may have been."""
     out = _status(job)
     message = f'Try to evict Pod "{pod_key(job)}"'
     _set_condition(out, Cond.EVICTION, False, Reason.EVICTING, message, now)

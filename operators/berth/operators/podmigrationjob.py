@@ -31,6 +31,7 @@ from berth.api.podmigrationjob import (
     PodMigrationJob,
     PodMigrationJobConditionType,
     PodMigrationJobPhase,
+    PodMigrationJobReason,
 )
 from berth.api.reservation import GROUP, VERSION, Reservation
 from berth.kube.client import api_client, succeeded
@@ -513,6 +514,13 @@ class Migrations:
         }
         if reservation is not None:
             await self._open(reservation, True)
+        # The first request is recorded before it is made, so a process killed in between
+        # knows the pod may be going; a retry after a refusal is recorded once it succeeds.
+        previous = job.condition(PodMigrationJobConditionType.EVICTION)
+        retry = previous is not None and previous.reason == PodMigrationJobReason.FAILED_EVICT
+        if not retry:
+            status, event = eviction_requested(job, now)
+            job = await self._write_status(job, status, [event])
         try:
             await succeeded(
                 self.core.create_namespaced_pod_eviction(
@@ -538,8 +546,9 @@ class Migrations:
             )
             return
         self._evict_after.pop(name, None)
-        status, event = eviction_requested(job, now)
-        await self._write_status(job, status, [event])
+        if retry:
+            status, event = eviction_requested(job, now)
+            await self._write_status(job, status, [event])
 
     async def _release(self, job: PodMigrationJob, reservation: Reservation) -> None:
         meta = reservation.metadata

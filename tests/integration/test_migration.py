@@ -271,6 +271,7 @@ async def test_a_job_moves_a_replicaset_pod_into_a_reservation_made_first(
 
     status = await story.wait(name, "Succeeded")
     assert status["status"] == "Complete"
+    assert "reason" not in status  # nothing went wrong
     assert status["nodeName"] == idle
     new_pod = status["podRef"]["name"]
     assert status["message"] == f'Bind Pod "{story.namespace}/{new_pod}" in Reservation "{name}"'

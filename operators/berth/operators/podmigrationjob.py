@@ -257,8 +257,12 @@ class Migrations:
         self, job: PodMigrationJob, status: Json, events: list[Event]
     ) -> PodMigrationJob:
         meta = job.metadata
-        body = {"metadata": {"resourceVersion": meta.resource_version}, "status": status}
-        # A merge patch of the whole status: lists (conditions) are replaced as they are.
+        before = job.status.to_dict() if job.status else {}
+        # A merge patch of the whole status: lists (conditions) are replaced as they are, and
+        # a field the new status drops (a reason that no longer holds) is deleted by null.
+        patch: dict[str, Any] = {key: None for key in before if key not in status}
+        patch.update(status)
+        body = {"metadata": {"resourceVersion": meta.resource_version}, "status": patch}
         raw = await succeeded(
             self.custom.patch_cluster_custom_object_status(
                 GROUP, VERSION, PLURAL, meta.name, body, _content_type=MERGE, _preload_content=False

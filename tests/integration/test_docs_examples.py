@@ -39,6 +39,7 @@ STORY_TESTS: dict[str, str] = {
     "reservations/preemption.yaml": "test_reservation_scheduling.py",
     "reservations/pre-allocation.yaml": "test_reservation_scheduling.py",
     "migration/job.yaml": "test_migration.py",
+    "migration/evict-directly.yaml": "test_migration.py",
     "migration/web.yaml": "test_migration.py",
 }
 

@@ -156,9 +156,9 @@ class Story:
         await eventually(there, within)
         return found
 
-    async def migrate(self, pod: str, suffix: str = "", **spec: Any) -> str:
-        """docs/examples/migration/job.yaml for ``pod``."""
-        job = example("job.yaml", "PodMigrationJob")
+    async def migrate(self, pod: str, suffix: str = "", file: str = "job.yaml", **spec: Any) -> str:
+        """docs/examples/migration/job.yaml (or ``file``) for ``pod``."""
+        job = example(file, "PodMigrationJob")
         name = f"{self.group}-{pod}{suffix}"[:63]
         job["metadata"]["name"] = name
         job["spec"]["podRef"] = {"namespace": self.namespace, "name": pod}
@@ -311,6 +311,20 @@ async def test_a_job_moves_a_replicaset_pod_into_a_reservation_made_first(
     assert {"NODE", "POD", "NEWPOD"} <= set(header.split())
     assert row.split()[:3] == [name, "Succeeded", "Complete"]
     assert {idle, moving, new_pod} <= set(row.split())
+
+
+async def test_evict_directly_only_evicts(story: Story) -> None:
+    """docs/examples/migration/evict-directly.yaml: no reservation, the pod is evicted."""
+    await story.node("a")
+    await story.replicaset(2)
+    pods = await story.running(2)
+    moving = pods[0].metadata.name
+    name = await story.migrate(moving, file="evict-directly.yaml")
+    status = await story.wait(name, "Succeeded")
+    assert status["message"] == f'Pod "{story.namespace}/{moving}" has been evicted'
+    assert "ReservationCreated" not in {c["type"] for c in status["conditions"]}
+    assert await story.reservation(name) is None
+    assert moving not in {p.metadata.name for p in await story.running(2)}
 
 
 async def test_a_job_whose_reservation_cannot_be_placed_never_evicts(story: Story) -> None:

@@ -126,7 +126,11 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the operators and the scheduler in one process")
     run.add_argument("--kubeconfig", help="kubeconfig path (default: in-cluster, then KUBECONFIG)")
-    run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
+    run.add_argument(
+        "--config",
+        help="scheduler configuration (KubeSchedulerConfiguration; default: the profile "
+        "`kubectl apply -k manifests` installs)",
+    )
     run.add_argument(
         "--descheduler-config",
         help="descheduler configuration (DeschedulerConfiguration): the migration limits "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -17,6 +17,7 @@ DEFAULT_PORT = 10251
 
 
 Check = Callable[[], bool]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class HealthServer:
@@ -33,6 +34,7 @@ class HealthServer:
         self._liveness: dict[str, Check] = {}
         self._readiness: dict[str, Check] = {}
         self._registries: list[CollectorRegistry] = []
+        self._routes: dict[str, Handler] = {}
         self._runner: web.AppRunner | None = None
 
     @property
@@ -49,11 +51,17 @@ class HealthServer:
     def add_registry(self, registry: CollectorRegistry) -> None:
         self._registries.append(registry)
 
+    def add_get(self, path: str, handler: Handler) -> None:
+        """A further read-only route (e.g. the scheduler's decision records); before start."""
+        self._routes[path] = handler
+
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        for path, handler in self._routes.items():
+            app.router.add_get(path, handler)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._port)

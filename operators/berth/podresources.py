@@ -63,6 +63,29 @@ def container_limits(container: Mapping[str, Any]) -> Resources:
     return resource_list((container.get("resources") or {}).get("limits"))
 
 
+GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """Kubernetes' QoS class: Guaranteed when every container limits cpu and memory with
+    requests equal to limits, BestEffort when none requests or limits either, else
+    Burstable."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    if not containers:
+        return BEST_EFFORT
+    guaranteed, any_set = True, False
+    for container in containers:
+        limits = container_limits(container)
+        requests = container_requests(container)
+        for resource in (CPU, MEMORY):
+            any_set = any_set or bool(limits.get(resource)) or bool(requests.get(resource))
+            if not limits.get(resource) or requests.get(resource) != limits[resource]:
+                guaranteed = False
+    if guaranteed:
+        return GUARANTEED
+    return BURSTABLE if any_set else BEST_EFFORT
+
+
 def add(into: Resources, other: Mapping[str, int], sign: int = 1) -> None:
     """Add (or with ``sign`` -1, take away) one set of amounts to another, in place."""
     for name, value in other.items():

@@ -174,11 +174,22 @@ def _components(
         health.add_registry(migration_metrics.registry)
     scheduler = None
     if options.scheduler:
+        from berth.scheduler.decisions.http import PATH, pod_decision_handler
+        from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
         from berth.scheduler.service import Scheduler
 
         metrics = SchedulerMetrics(settings.scheduler_names())
         health.add_registry(metrics.registry)
         scheduler = Scheduler(api, settings, metrics)
+        numa = [
+            plugin
+            for profile in scheduler.profiles.values()
+            for plugin in profile.framework.instances.values()
+            if isinstance(plugin, NodeResourceTopologyMatch)
+        ]
+        decisions = scheduler.schedule_one.decisions
+        metrics.watch(scheduler.view, decisions, lambda: [n.pending_ledger() for n in numa])
+        health.add_get(PATH, pod_decision_handler(decisions, lambda: scheduler.synced))
 
     async def lead(stop: asyncio.Event) -> int:
         inner = asyncio.Event()

@@ -122,7 +122,7 @@ async def test_agent_reports_real_usage_and_follows_its_spec(
     burner = asyncio.create_task(burn(cpu_stat))
     try:
         with process(argv, tmp_path / "agent.log") as agent:
-            # A 2s window once the agent has run that long; 1m is more than the 4s kept.
+            # A 2s window once the agent has run half as long; 1m only after 30 s.
             status = await metrics.wait_status(
                 node, lambda s: durations(s) == ["2s"] and bool(s.get("podsMetric"))
             )
@@ -169,3 +169,93 @@ async def test_agent_reports_real_usage_and_follows_its_spec(
         with contextlib.suppress(Exception):
             await metrics.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, node)
     assert "agent stopped" in (tmp_path / "agent.log").read_text()
+
+
+async def test_agent_averages_over_the_aggregation_period_and_reports_every_window(
+    api: ApiClient,
+    crds: None,
+    namespace: str,
+    kubeconfig_path: str,
+    nodes: Nodes,
+    tmp_path: Path,
+) -> None:
+    """aggregateDurationSeconds is the period usage is averaged over (here longer than the
+    test), not the history kept: every window of nodeAggregatePolicy appears, each once the
+    agent has run half of it, with the durations asked for."""
+    node = await nodes.add("w")
+    pods = Pods(api, namespace)
+    await pods.create(pod_body("batch", "nobody", cpu="500m", nodeName=node))
+    uid = (await pods.get("batch")).metadata.uid
+    cpu_stat = pod_cgroup(tmp_path / "cgroup", uid)
+    windows = ["2s", "6s", "20s"]
+    metrics = Metrics(api)
+    await metrics.custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NodeMetric",
+            "metadata": {"name": node},
+            "spec": {
+                "metricCollectPolicy": {
+                    "reportIntervalSeconds": 1,
+                    "aggregateDurationSeconds": 600,
+                    "nodeAggregatePolicy": {"durations": windows},
+                }
+            },
+        },
+    )
+    argv = [sys.executable, "-m", "berth.cli", "agent", f"--node-name={node}"]
+    argv += [f"--kubeconfig={kubeconfig_path}", f"--cgroup-root={tmp_path / 'cgroup'}"]
+    argv += ["--sample-interval=0.25"]
+    burner = asyncio.create_task(burn(cpu_stat))
+    try:
+        with process(argv, tmp_path / "agent.log") as agent:
+            # The windows appear in order as the history grows, never all at once.
+            seen: list[list[str]] = []
+
+            def grows(status: dict[str, Any]) -> bool:
+                reported = durations(status)
+                if reported and (not seen or seen[-1] != reported):
+                    seen.append(reported)
+                return reported == windows
+
+            status = await metrics.wait_status(node, grows, within=120)
+            assert all(s == windows[: len(s)] for s in seen), seen
+            assert ["2s", "6s"] in seen, seen  # 20s was held back until 10 s were kept
+            node_metric = status["nodeMetric"]
+            for aggregated in node_metric["aggregatedNodeUsages"]:
+                assert set(aggregated["usage"]) == {"avg", "p50", "p90", "p95", "p99"}
+            assert [a["duration"] for a in node_metric["aggregatedSystemUsages"]] == windows
+            (pod,) = status["podsMetric"]
+            # Burstable, no Koordinator labels: Koordinator's defaults.
+            assert (pod["name"], pod["qos"], pod["priority"]) == ("batch", "LS", "koord-prod")
+            assert pod_usage(status)["memory"] == "70Mi"
+
+            # The pod's memory doubles: averaged over 600 s, the reported usage rises
+            # report after report but stays below the new level (a mean over the 1 s report
+            # interval would reach it at once).
+            (cpu_stat.parent / "memory.current").write_text(str(200 * MIB))
+            status = await metrics.wait_status(
+                node, lambda s: parse_quantity(pod_usage(s)["memory"]) > 70 * MIB
+            )
+            levels = [parse_quantity(pod_usage(status)["memory"])]
+            for _ in range(3):
+                first = status["updateTime"]
+                status = await metrics.wait_status(
+                    node, lambda s, first=first: s["updateTime"] != first
+                )
+                levels.append(parse_quantity(pod_usage(status)["memory"]))
+            assert levels == sorted(levels), levels
+            assert levels[-1] > levels[0], levels
+            assert levels[-1] < 170 * MIB, levels
+
+            agent.send_signal(signal.SIGTERM)
+            assert agent.wait(timeout=15) == 0
+    finally:
+        burner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await burner
+        with contextlib.suppress(Exception):
+            await metrics.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, node)

@@ -18,10 +18,8 @@ import pytest
 import yaml
 
 from berth.localcluster.kubectl import Kubectl
+from berth.scheduler.assembly import assemble
 from berth.scheduler.config import load
-from berth.scheduler.framework import Handle
-from berth.scheduler.registry import resolve
-from berth.scheduler.view import ClusterView
 from tests.support import REPO
 
 EXAMPLES = REPO / "docs" / "examples"
@@ -35,6 +33,7 @@ STORY_TESTS: dict[str, str] = {
     "quota-walkthrough/workloads.yaml": "test_capacity_scheduling.py",
     "quota-walkthrough/scheduler-config.yaml": "test_capacity_scheduling.py",
     "reservations/scale-up.yaml": "test_reservation_scheduling.py",
+    "reservations/preemption-with-reservation.yaml": "test_reservation_scheduling.py",
     "reservations/descheduling.yaml": "test_reservation_scheduling.py",
     "reservations/preemption.yaml": "test_reservation_scheduling.py",
     "reservations/pre-allocation.yaml": "test_reservation_scheduling.py",
@@ -88,7 +87,7 @@ def test_the_file_as_written_is_accepted_by_the_api_server(kubectl: Kubectl, nam
 def test_the_scheduler_configuration_resolves_into_plugins(name: str) -> None:
     config = load(EXAMPLES / name)
     for profile in config.profiles:
-        assert resolve(profile, Handle(ClusterView(), profile.scheduler_name)).instances
+        assert assemble([profile]).profile().framework.instances
 
 
 def test_the_story_tests_listed_do_apply_their_files() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, AppsV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.integration.cluster import Nodes, Pods, config_for, pod_body, running
@@ -112,30 +112,85 @@ async def test_expired_metric_and_thresholds_filter_nodes(
     api: ApiClient, namespace: str, cluster: Cluster
 ) -> None:
     stale = await cluster.node("stale")
-    hot = await cluster.node("hot")  # 4 cpu, 2.2 used: +0.85 estimated is 76% > 65%
+    hot = await cluster.node("hot")  # 4 cpu, 2.8 used: 70% > 65%
     strict = await cluster.node(
         "strict", annotations={THRESHOLDS: '{"usageThresholds": {"cpu": 40}}'}
     )
     cool = await cluster.node("cool")
     await cluster.report(stale, "0", seconds_ago=181)
-    await cluster.report(hot, "2200m")
-    await cluster.report(strict, "1500m")  # 59% with the pod: under 65, over its own 40
+    await cluster.report(hot, "2800m")
+    await cluster.report(strict, "1800m")  # 45%: under 65, over its own 40
     await cluster.report(cool, "1500m")
     pods = Pods(api, namespace)
     scheduler = short(namespace)
     async with running(api, load_aware(scheduler)):
-        await pods.create(cluster.pod("fits", scheduler))
+        # The filter reads the report alone: 2 cpu more would be 88% of cool, and fits.
+        await pods.create(cluster.pod("fits", scheduler, cpu="2"))
         assert await pods.wait_bound("fits") == cool
-        await pods.create(cluster.pod("too-big", scheduler, cpu="2"))
+        await cluster.report(cool, "3")  # cool's next report: 75%
+        await pods.create(cluster.pod("waits", scheduler, cpu="100m"))
         nodes = len((await pods.core.list_node()).items)
         selector = nodes - 4
         await pods.wait_message(
-            "too-big",
+            "waits",
             f"0/{nodes} nodes are available: 1 node(s) nodeMetric expired, "
             f"3 node(s) cpu usage exceed threshold, {selector} node(s) didn't match Pod's "
             f"node affinity/selector. preemption: 0/{nodes} nodes are available: {nodes} "
             "Preemption is not helpful for scheduling.",
+            within=60,
         )
+
+
+async def test_estimates_never_refuse_a_pod_on_idle_nodes(
+    api: ApiClient, namespace: str, cluster: Cluster
+) -> None:
+    """Design 004: only the latest report is filtered on. A 500m pod with a 4-cpu limit
+    (estimated at 3.4 cpu) and a 3.2-cpu Guaranteed pod (2.72 cpu) fit idle 4-cpu nodes."""
+    for suffix in ("a", "b"):
+        await cluster.report(await cluster.node(suffix), "0")
+    pods = Pods(api, namespace)
+    scheduler = short(namespace)
+    limited = cluster.pod("limited", scheduler, cpu="500m")
+    limited["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "4"}
+    guaranteed = cluster.pod("guaranteed", scheduler)
+    whole = {"cpu": "3200m", "memory": "1Gi"}
+    guaranteed["spec"]["containers"][0]["resources"] = {"requests": whole, "limits": whole}
+    async with running(api, load_aware(scheduler)):
+        await pods.create(limited)
+        await pods.create(guaranteed)
+        assert await pods.wait_bound("limited", within=60) in cluster.nodes.names
+        assert await pods.wait_bound("guaranteed", within=60) in cluster.nodes.names
+
+
+async def test_a_daemonset_pod_lands_on_a_busy_node(
+    api: ApiClient, namespace: str, cluster: Cluster
+) -> None:
+    busy = await cluster.node("busy")
+    await cluster.report(busy, "3900m")  # 98%
+    pods = Pods(api, namespace)
+    scheduler = short(namespace)
+    async with running(api, load_aware(scheduler)):
+        await pods.create(cluster.pod("plain", scheduler, cpu="100m"))
+        message = await pods.wait_event("plain", "FailedScheduling", within=60)
+        assert "1 node(s) cpu usage exceed threshold" in message
+        template = cluster.pod("agent", scheduler, cpu="100m")
+        daemonset = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": template["spec"]},
+            },
+        }
+        await AppsV1Api(api).create_namespaced_daemon_set(namespace, daemonset)
+
+        async def placed() -> bool:
+            listed = await pods.core.list_namespaced_pod(namespace, label_selector="app=agent")
+            return any(p.spec.node_name == busy for p in listed.items)
+
+        await eventually(placed, within=90)
+        assert not await pods.node_of("plain")
 
 
 async def test_a_burst_onto_cold_nodes_spreads(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
+from berth.localcluster.kubectl import Kubectl
 from berth.numa.fingerprint import sign
 from tests.integration.cluster import Nodes, Pods, config_for, pod_body, running
 from tests.support import eventually
@@ -47,7 +48,7 @@ class Numa:
 
     async def report(
         self, zones: list[str], *, scope: str = "container", pods: list[str] | None = None,
-        namespace: str = "",
+        namespace: str = "", method: str | None = None,
     ) -> None:  # fmt: skip
         """Write the NRT as an updater would (with the fingerprint of ``pods`` if given)."""
         attributes = [
@@ -57,6 +58,8 @@ class Numa:
         if pods is not None:
             value = sign((namespace, name) for name in pods)
             attributes.append({"name": "nodeTopologyPodsFingerprint", "value": value})
+        if method is not None:
+            attributes.append({"name": "nodeTopologyPodsFingerprintMethod", "value": method})
         body: dict[str, Any] = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "NodeResourceTopology",
@@ -205,3 +208,82 @@ async def test_pod_and_container_scope_differ(
             message = await pods.wait_event("two", "FailedScheduling")
             assert "1 cannot align pod: two" in message
             assert not await pods.node_of("two")
+
+
+async def _failures(pods: Pods, name: str) -> int:
+    """Scheduling attempts that failed (a repeated event is folded into one, counted)."""
+    return sum(e.count or 1 for e in await pods.events(name, "FailedScheduling"))
+
+
+async def test_a_label_or_annotation_on_a_stale_report_keeps_pending(
+    api: ApiClient, namespace: str, numa: Numa, kubeconfig_path: str
+) -> None:
+    """The reproduction: ``kubectl label`` on a stale NodeResourceTopology (no fingerprint)
+    used to count as a report (its managedFields time was newest) and drop p0 from pending,
+    so p1 went into a zone p0 may hold. Only the updater's own report clears it."""
+    await numa.report(["4", "4", "4"])
+    pods = Pods(api, namespace)
+    scheduler_name = short(namespace)
+    kubectl = Kubectl(kubeconfig_path)
+    refused = (
+        "0/{n} nodes are available: 1 cannot align container: c0, {m} node(s) didn't match "
+        "Pod's node affinity/selector. preemption: 0/{n} nodes are available: {n} Preemption "
+        "is not helpful for scheduling."
+    )
+    async with running(api, numa_config(scheduler_name, pending=True)) as scheduler:
+        await pods.create(numa.pod("p0", scheduler_name))
+        await pods.wait_bound("p0")
+        await pods.create(numa.pod("p1", scheduler_name))
+        nodes = len((await pods.core.list_node()).items)
+        await pods.wait_message("p1", refused.format(n=nodes, m=nodes - 1))
+        plugin = scheduler.profiles[scheduler_name].framework.instances["NodeResourceTopologyMatch"]
+
+        for command in (
+            ("label", PLURAL, numa.node, "berth.test/rack=r1"),
+            ("annotate", PLURAL, numa.node, "berth.test/owner=ops"),
+        ):
+            before = await _failures(pods, "p1")
+            await asyncio.to_thread(kubectl, *command)
+            key = command[-1].split("=")[0]
+
+            async def seen(key: str = key) -> bool:
+                meta = scheduler.view.custom["NodeResourceTopology"][numa.node]["metadata"]
+                return key in {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+
+            await eventually(seen, within=60)
+            # Decided: with the write seen, the ledger still holds p0's 3 cpu ...
+            row = scheduler.view.nodes.index[numa.node]
+            pending = plugin.pending(row, numa.node, plugin._topologies[numa.node])
+            assert pending.get("cpu") == 3000, pending
+            # ... and the attempt the write's event triggers refuses p1 again.
+            await eventually(lambda before=before: _more_failures(pods, "p1", before), within=90)
+            assert not await pods.node_of("p1")
+
+        # The updater's report that includes p0 (zone 0 down to 1 cpu): p1 fits.
+        await numa.report(["1", "4", "4"])
+        await pods.wait_bound("p1", within=90)
+
+
+async def _more_failures(pods: Pods, name: str, before: int) -> bool:
+    return await _failures(pods, name) > before
+
+
+async def test_an_exclusive_resources_fingerprint_clears_pending(
+    api: ApiClient, namespace: str, numa: Numa
+) -> None:
+    """The updater fingerprints only the pods with exclusive resources: a Burstable pod on
+    the node is not in it, and the report that lists p0 still matches."""
+    method = "with-exclusive-resources"
+    await numa.report(["4", "4", "4"], pods=[], namespace=namespace, method=method)
+    pods = Pods(api, namespace)
+    await pods.create(pod_body("shared", "nobody", cpu="500m", nodeName=numa.node))
+    scheduler_name = short(namespace)
+    async with running(api, numa_config(scheduler_name, pending=True)):
+        await pods.create(numa.pod("p0", scheduler_name))
+        await pods.wait_bound("p0")
+        await pods.create(numa.pod("p1", scheduler_name))
+        await pods.wait_event("p1", "FailedScheduling", within=60)
+        assert not await pods.node_of("p1")
+        # Zone 0 down to 1 cpu, fingerprint of p0 alone: matched, nothing pending.
+        await numa.report(["1", "4", "4"], pods=["p0"], namespace=namespace, method=method)
+        await pods.wait_bound("p1", within=90)

@@ -229,9 +229,11 @@ def owners_are(*names: str) -> Callable[[Json], bool]:
 
 
 def owner_pod(name: str, node: str, reservation: Json, *, cpu: str = "500m") -> Json:
-    """A pod as the scheduler binds it into a reservation: bound, annotated."""
-    body = pod_body(name, "nobody", cpu=cpu, memory="1Gi", nodeName=node)
+    """A pod as the scheduler binds it into a reservation: one of its owners, bound,
+    annotated."""
     meta = reservation["metadata"]
+    labels = {"app": meta["name"]}  # what the test's reservations name as their owners
+    body = pod_body(name, "nobody", cpu=cpu, memory="1Gi", nodeName=node, labels=labels)
     target = {"name": meta["name"], "uid": meta["uid"]}
     body["metadata"]["annotations"] = {ALLOCATED: json.dumps(target)}
     return body
@@ -265,9 +267,13 @@ async def test_ttl_expires_a_pending_and_an_available_reservation(
     # The scheduler's Scheduled condition is kept as it was.
     obj = await reservations.wait(available["metadata"]["name"], phase_is("Failed"))
     assert condition(obj, "Scheduled")["reason"] == "Scheduled"
-    # ttl 0s never expires; nothing is written to it.
-    obj = await reservations.wait(forever["metadata"]["name"], lambda _: True)
-    assert "status" not in obj or not obj["status"]
+    # ttl 0s never expires: it is Pending from creation, with nothing else written to it.
+    obj = await reservations.wait(forever["metadata"]["name"], phase_is("Pending"))
+    assert (condition(obj, "Scheduled")["status"], condition(obj, "Scheduled")["reason"]) == (
+        "False",
+        "Pending",
+    )
+    assert set(obj["status"]) == {"phase", "conditions"}
     # The default GC period (24h) keeps ended reservations for describe to show.
     assert await reservations.get(pending["metadata"]["name"]) is not None
 
@@ -296,8 +302,8 @@ async def test_node_deletion_fails_its_reservations_which_then_go(
         await reservations.expect_events(
             created["metadata"]["uid"], [("Warning", "NodeDeleted", message)]
         )
-    obj = await reservations.wait(pinned["metadata"]["name"], lambda _: True)
-    assert phase(obj) is None
+    obj = await reservations.wait(pinned["metadata"]["name"], phase_is("Pending"))
+    assert phase(obj) == "Pending"  # never placed: Pending from creation, not NodeDeleted
     assert await reservations.events(pinned["metadata"]["uid"]) == []
 
 
@@ -360,6 +366,10 @@ async def test_a_reusable_reservation_follows_owners_that_come_and_go(
     unbound = owner_pod("unbound", node, created)
     del unbound["spec"]["nodeName"]
     await pods.create(unbound)
+    # Annotated by hand (or copied from a template) on a pod the owners do not match.
+    forged = owner_pod("forged", node, created)
+    forged["metadata"]["labels"] = {"app": "someone-else"}
+    await pods.create(forged)
     obj = await reservations.wait(name, owners_are("a", "b"))
     assert obj["status"]["allocated"] == {"cpu": "1500m", "memory": "2Gi"}
 

@@ -355,3 +355,124 @@ async def test_bad_input_is_explained_on_the_reservation(story: Story, berth: Be
     )
     huge = await story.reserve("huge", "64")
     assert "Insufficient cpu" in await scheduled_message(huge)
+
+
+# -- never giving away what they hold (and Story 1) ---------------------------------------
+
+WITHIN = 60.0  # a loaded 2-core machine
+
+
+def millis(cpu: str) -> int:
+    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+
+
+async def test_an_owner_is_charged_to_the_reservation_it_fits_with(
+    story: Story,
+    berth: BerthRun,
+) -> None:
+    """4 cpu, reservations of 3 and 1: a 2-cpu owner goes into the 3-cpu one, and the node
+    never holds more than it has (the owner, plus what both reservations still hold)."""
+    node = await story.node("a", cpu="4")
+    three = await story.reserve("three", "3", nodeName=node, allocateOnce=False)
+    one = await story.reserve("one", "1", nodeName=node, allocateOnce=False)
+    await story.wait_phase(three, "Available", WITHIN)
+    await story.wait_phase(one, "Available", WITHIN)
+    await story.pods.create(story.owner("w", "2"))
+    assert await story.pods.wait_bound("w", WITHIN) == node
+    assert await story.allocated_to("w") == three
+
+    async def accounted() -> bool:
+        status = (await story.get(three)).get("status") or {}
+        return bool(status.get("allocated", {}).get("cpu") == "2")
+
+    await eventually(accounted, WITHIN)
+    # The owner, plus what each reservation still holds, fits the node's 4 cpu.
+    held = 0
+    for reservation in (three, one):
+        status = (await story.get(reservation)).get("status") or {}
+        used = millis((status.get("allocated") or {}).get("cpu", "0"))
+        held += max(0, millis(status["allocatable"]["cpu"]) - used)
+    assert millis("2") + held <= 4000, held
+    # And the next owner asking for exactly what "one" holds fits there.
+    await story.pods.create(story.owner("x", "1"))
+    assert await story.pods.wait_bound("x", WITHIN) == node
+    assert await story.allocated_to("x") in (three, one)
+
+
+async def test_a_stranger_never_evicts_the_owners_of_a_reusable_reservation(
+    api: ApiClient,
+    story: Story,
+    berth: BerthRun,
+) -> None:
+    node = await story.node("a", cpu="4")
+    name = await story.reserve("web", "3", nodeName=node, allocateOnce=False)
+    await story.wait_phase(name, "Available", WITHIN)
+    await story.pods.create(story.owner("w1", "1500m"))
+    assert await story.pods.wait_bound("w1", WITHIN) == node
+    classes = PriorityClasses(api, story.group)
+    try:
+        top = await classes.add("top", 1_000_000)
+        await story.pods.create(story.stranger("vip", "2", priority_class=top))
+        # The decision was made with w1 on the node as a would-be victim ...
+        message = await story.pods.wait_event("vip", "FailedScheduling", WITHIN)
+        assert "No preemption victims found for incoming pod" in message
+        # ... and the second owner still gets the rest of its reservation.
+        await story.pods.create(story.owner("w2", "1500m"))
+        assert await story.pods.wait_bound("w2", WITHIN) == node
+        assert await story.allocated_to("w2") == name
+        w1 = await story.pods.get("w1")
+        assert w1.metadata.deletion_timestamp is None
+        assert not await story.pods.events("w1", "Preempted")
+        assert not await story.pods.node_of("vip")
+    finally:
+        await classes.delete_all()
+
+
+@pytest.fixture
+def story_1(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[BerthRun]:
+    """`berth run` with docs/examples/reservations/preemption-with-reservation.yaml."""
+    config: Json = yaml.safe_load((EXAMPLES / "preemption-with-reservation.yaml").read_text())
+    config["podInitialBackoffSeconds"] = 0.5
+    config["podMaxBackoffSeconds"] = 2
+    config["profiles"][0]["schedulerName"] = short(namespace)
+    process = BerthRun.configured(kubeconfig_path, config, tmp_path).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def test_story_1_a_stranger_arriving_after_the_eviction_cannot_take_the_freed_capacity(
+    api: ApiClient, story: Story, story_1: BerthRun
+) -> None:
+    node = await story.node("a", cpu="4")
+    classes = PriorityClasses(api, story.group)
+    try:
+        mid = await classes.add("mid", 1000)
+        top = await classes.add("top", 1_000_000)
+        await story.pods.create(story.stranger("low", "4"))
+        assert await story.pods.wait_bound("low", WITHIN) == node
+        await story.pods.create(story.stranger("preemptor", "4", priority_class=mid))
+        await story.pods.wait_event("low", "Preempted", WITHIN)
+        # The Reservation made for it names it as its only owner, before the eviction.
+        preemptor = await story.pods.get("preemptor")
+        found = await story.custom.list_cluster_custom_object(
+            GROUP, VERSION, PLURAL, label_selector=f"berth.io/preemptor={preemptor.metadata.uid}"
+        )
+        (reservation,) = found["items"]
+        name = reservation["metadata"]["name"]
+        story.names.append(name)
+        owner = {"namespace": story.namespace, "name": "preemptor", "uid": preemptor.metadata.uid}
+        assert reservation["spec"]["owners"] == [{"object": owner}]
+        events = await story.pods.events("preemptor", "ReservedForPreemption")
+        assert events, "the preemptor's describe tells the story"
+        # A stranger above the preemptor arrives between the eviction and the bind.
+        await story.pods.create(story.stranger("vip", "4", priority_class=top))
+        assert await story.pods.wait_bound("preemptor", WITHIN) == node
+        assert await story.allocated_to("preemptor") == name
+        message = await story.pods.wait_event("vip", "FailedScheduling", WITHIN)
+        assert "Insufficient cpu" in message
+        assert not await story.pods.node_of("vip")
+        await story.wait_phase(name, "Succeeded", WITHIN)  # allocateOnce: used by its owner
+    finally:
+        await classes.delete_all()

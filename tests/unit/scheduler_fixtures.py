@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 
+from berth.scheduler.assembly import assemble
 from berth.scheduler.config import Profile
 from berth.scheduler.cycle import Cycle, Placement
+from berth.scheduler.eventhandlers import EventHandlers
 from berth.scheduler.framework import CycleState, Diagnosis, Handle
 from berth.scheduler.messages import FitError
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.registry import ProfilePlugins, resolve
+from berth.scheduler.reservations import ReservationBook
+from berth.scheduler.runtime import Framework
 from berth.scheduler.view import ClusterView
 
 Json = dict[str, Any]
@@ -220,19 +224,22 @@ class Env:
 
     view: ClusterView
     handle: Handle
-    plugins: ProfilePlugins
+    plugins: Framework
     cycle: Cycle
+    events: EventHandlers
+    book: ReservationBook
 
     def add(self, *objects: Json) -> Env:
+        """Objects arrive as the watches deliver them: through the event table."""
         for obj in objects:
             if obj["kind"] == "Node":
-                self.view.on_node("ADDED", obj)
+                self.events.on_node("ADDED", obj)
             elif obj["kind"] == "Pod":
-                self.view.on_pod("ADDED", obj)
+                self.events.on_pod("ADDED", obj)
             elif obj["kind"] == "PodDisruptionBudget":
-                self.view.on_pdb("ADDED", obj)
+                self.events.on_pdb("ADDED", obj)
             else:  # Berth's own kinds
-                self.view.on_custom(obj["kind"])("ADDED", obj)
+                self.events.on_custom(obj["kind"])("ADDED", obj)
         return self
 
     def plugin(self, name: str) -> Any:
@@ -271,10 +278,16 @@ def make_env(
     percentage: int | None = None,
     seed: int = 0,
 ) -> Env:
-    view = ClusterView()
     config = Profile.model_validate(profile or {})
-    handle = Handle(view, config.scheduler_name)
-    plugins = resolve(config, handle)
-    cycle = Cycle(plugins, view, percentage, rng=random.Random(seed))
-    handle.reasons_at = cycle.reasons_at
-    return Env(view, handle, plugins, cycle).add(*objects)
+    parts = assemble([config], percentage_of_nodes_to_score=percentage, rng=random.Random(seed))
+    built = parts.profile()
+    fwk = built.framework
+    return Env(parts.view, fwk.handle, fwk, built.cycle, parts.events, parts.book).add(*objects)
+
+
+def scores(env: Env, plugin: str, raw: Json, *names: str) -> list[int]:
+    """One score plugin's normalised scores for the named nodes, in that order."""
+    nodes = env.view.nodes
+    rows = np.array([nodes.index[n] for n in names], dtype=np.int64)
+    result = env.plugin(plugin).score(CycleState(), info(raw), nodes, rows)
+    return [int(s) for s in result]

@@ -429,12 +429,22 @@ def test_wire_field_names() -> None:
     # used as upstream; conditions say whether a quota governs its namespace (issue 5).
     assert set(node_at(eq, ".status")["properties"]) == {"used", "conditions"}
     nm = schema_of(by_kind("NodeMetric"))
-    assert set(node_at(nm, ".status")["properties"]) == {"updateTime", "nodeMetric", "podsMetric"}
+    assert set(node_at(nm, ".status")["properties"]) == {
+        "updateTime",
+        "nodeMetric",
+        "podsMetric",
+        "hostApplicationMetric",
+        "prodReclaimableMetric",
+        "prodPeakMetric",
+    }
     assert set(node_at(nm, ".status.nodeMetric")["properties"]) == {
         "nodeUsage",
         "aggregatedNodeUsages",
         "systemUsage",
+        "aggregatedSystemUsages",
+        "numaUsages",
     }
+    assert "numaNodeID" in node_at(nm, ".status.nodeMetric.numaUsages[*]")["properties"]
     assert (
         "resources"
         in node_at(nm, ".status.nodeMetric.aggregatedNodeUsages[*].usage.*")["properties"]

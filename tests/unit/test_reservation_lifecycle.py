@@ -488,3 +488,15 @@ def test_the_gc_period_comes_from_the_environment() -> None:
     assert gc_period({GC_PERIOD_ENV: "90s"}) == timedelta(seconds=90)
     with pytest.raises(DurationError, match=GC_PERIOD_ENV):
         gc_period({GC_PERIOD_ENV: "a day"})
+
+
+def test_a_new_reservation_is_pending_at_once_with_its_condition() -> None:
+    decision = run(reservation(None), 1)
+    assert decision.status is not None
+    assert decision.status["phase"] == "Pending"
+    (scheduled,) = decision.status["conditions"]
+    assert (scheduled["type"], scheduled["status"], scheduled["reason"]) == (
+        "Scheduled",
+        "False",
+        "Pending",
+    )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from berth.api.meta import ConditionStatus
-from berth.api.reservation import ReservationCondition
+from berth.api.reservation import Reservation, ReservationCondition
 from berth.reservation.conditions import with_condition
 from berth.reservation.owners import ALLOCATED_ANNOTATION, OwnerPod, owner_pod, owners_of
 
@@ -66,7 +66,28 @@ def test_owners_of_an_earlier_reservation_of_the_same_name_are_not_counted() -> 
         for text in ('{"name": "r", "uid": "u2"}', '{"name": "r", "uid": "u1"}', '{"name": "r"}')
     )
     assert by_name.reservation_uid is None
-    assert owners_of("u2", [mine, earlier, by_name]) == [mine, by_name]
+    assert owners_of(reservation("u2"), [mine, earlier, by_name]) == [mine, by_name]
+
+
+def reservation(uid: str, owners: list[Json] | None = None) -> Reservation:
+    return Reservation.model_validate(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": "r", "uid": uid},
+            "spec": {
+                "template": {"spec": {"containers": [{"name": "c"}]}},
+                "owners": owners or [{"object": {"namespace": "team", "name": "p"}}],
+            },
+        }
+    )
+
+
+def test_an_annotated_pod_the_owners_do_not_match_owns_nothing() -> None:
+    """The annotation written by hand, or copied from a template, is not trusted."""
+    forged = owner(pod('{"name": "r", "uid": "u2"}'))
+    others = reservation("u2", [{"labelSelector": {"matchLabels": {"app": "web"}}}])
+    assert owners_of(others, [forged]) == []
 
 
 def owner(body: Json) -> OwnerPod:

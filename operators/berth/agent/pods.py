@@ -1,8 +1,12 @@
 """The pods bound to this node, by uid: names for the usage found in their cgroups.
 
-Koordinator's priority class comes from the pod's ``koordinator.sh/priority-class`` label,
-else from its priority value's band; its QoS class from the ``koordinator.sh/qosClass``
-label. Pods outside those conventions report neither.
+Each pod's Koordinator QoS and priority classes are reported with Koordinator's defaults:
+the QoS class from the ``koordinator.sh/qosClass`` label, else from the Kubernetes QoS class
+(``status.qosClass``, else computed; Guaranteed ``LSR``, Burstable ``LS``, BestEffort
+``BE``); the priority class from the
+``koordinator.sh/priority-class`` label, else from the pod's priority value's band, else
+from the QoS class (``LSE``, ``LSR``, ``LS`` and ``SYSTEM`` are ``koord-prod``, ``BE`` is
+``koord-batch``). Values outside Koordinator's names count as unset.
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ import orjson
 from kubernetes_asyncio.client import CoreV1Api
 
 from berth.kube.client import checked
+from berth.podresources import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 
 __all__ = ["PodRef", "list_node_pods", "pod_ref"]
 
 PRIORITY_LABEL = "koordinator.sh/priority-class"
 QOS_LABEL = "koordinator.sh/qosClass"
+QOS_CLASSES = frozenset({"LSE", "LSR", "LS", "BE", "SYSTEM"})
+QOS_OF_KUBE_QOS = {GUARANTEED: "LSR", BURSTABLE: "LS", BEST_EFFORT: "BE"}
+PRIORITY_OF_QOS = {"LSE": "koord-prod", "LSR": "koord-prod", "LS": "koord-prod"}
+PRIORITY_OF_QOS |= {"SYSTEM": "koord-prod", "BE": "koord-batch"}
 # Koordinator's priority bands (inclusive), highest first.
 PRIORITY_BANDS = (
     ("koord-prod", 9000, 9999),
@@ -37,22 +46,37 @@ class PodRef:
     qos: str | None = None
 
 
-def _priority_class(labels: Mapping[str, str], priority: int | None) -> str | None:
+def _qos_class(labels: Mapping[str, str], pod: Mapping[str, Any]) -> str | None:
+    label = labels.get(QOS_LABEL)
+    if label in QOS_CLASSES:
+        return label
+    kube = (pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {})
+    return QOS_OF_KUBE_QOS.get(kube)
+
+
+def _priority_class(labels: Mapping[str, str], priority: int | None, qos: str | None) -> str | None:
+    names = {name for name, _, _ in PRIORITY_BANDS}
     if PRIORITY_LABEL in labels:
-        return labels[PRIORITY_LABEL]
-    if priority is None:
-        return None
-    return next((name for name, low, high in PRIORITY_BANDS if low <= priority <= high), None)
+        label = labels[PRIORITY_LABEL]
+        if label in names:
+            return label
+    elif priority is not None:
+        for name, low, high in PRIORITY_BANDS:
+            if low <= priority <= high:
+                return name
+    return None if qos is None else PRIORITY_OF_QOS.get(qos)
 
 
 def pod_ref(pod: Mapping[str, Any]) -> PodRef:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
+    spec = pod.get("spec") or {}
+    qos = _qos_class(labels, pod)
     return PodRef(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
-        priority=_priority_class(labels, (pod.get("spec") or {}).get("priority")),
-        qos=labels.get(QOS_LABEL),
+        priority=_priority_class(labels, spec.get("priority"), qos),
+        qos=qos,
     )
 
 

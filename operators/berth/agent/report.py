@@ -1,9 +1,12 @@
 """The NodeMetric status the agent writes, from the sample window (pure).
 
-``nodeUsage`` and each pod's usage are means over the last report interval (what happened
-since the previous report, not one noisy sample); ``systemUsage`` is the node's usage minus
-every pod cgroup's; ``aggregatedNodeUsages`` has one entry per configured window that the
-kept history covers, its duration written as Go writes it (``5m0s``).
+As Koordinator's agent does: ``nodeUsage``, ``systemUsage`` and each pod's usage are means
+over the last ``aggregateDurationSeconds`` (the collect policy's aggregation period), not
+one noisy sample; ``systemUsage`` is the node's usage minus every pod cgroup's;
+``aggregatedNodeUsages`` and ``aggregatedSystemUsages`` have one entry per
+``nodeAggregatePolicy`` window whose statistics the kept samples allow (see ``window``),
+its duration written as Go writes it (``5m0s``). The agent keeps enough history for the
+aggregation period and the longest window.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from berth.agent.pods import PodRef
-from berth.agent.window import Usage, Window
+from berth.agent.window import Part, Usage, Window, node_of, system_of
 from berth.api.duration import format_duration, parse_duration
 from berth.api.nodemetric import (
     AggregatedUsage,
@@ -25,7 +28,7 @@ from berth.api.nodemetric import (
 from berth.podresources import CPU, MEMORY
 from berth.quota.usage import as_resource_list
 
-__all__ = ["build_status", "resources"]
+__all__ = ["build_status", "history_seconds", "resources"]
 
 
 def resources(usage: Usage) -> ResourceMap:
@@ -39,6 +42,25 @@ def _go_duration(text: str) -> str:
     return format_duration(length) if length.microseconds == 0 else text
 
 
+def history_seconds(policy: NodeMetricCollectPolicy) -> float:
+    """The samples to keep: the aggregation period or the longest window, whichever is
+    longer."""
+    windows = [w.total_seconds() for w in policy.aggregation_windows()]
+    return float(max([policy.aggregate_duration_seconds, *windows]))
+
+
+def _aggregated(
+    window: Window, policy: NodeMetricCollectPolicy, part: Part
+) -> list[AggregatedUsage]:
+    aggregated = []
+    for duration in policy.node_aggregate_policy.durations:
+        stats = window.aggregate(parse_duration(duration).total_seconds(), part)
+        if stats is not None:
+            usage = {kind.value: resources(value) for kind, value in stats.items()}
+            aggregated.append(AggregatedUsage(duration=_go_duration(duration), usage=usage))
+    return aggregated
+
+
 def build_status(
     now: datetime,
     window: Window,
@@ -46,21 +68,12 @@ def build_status(
     pods: Mapping[str, PodRef],
 ) -> NodeMetricStatus | None:
     """The status to report at ``now``; None before the first sample."""
-    interval = policy.report_interval_seconds
-    node = window.node_usage(interval)
-    if node is None:
+    period = policy.aggregate_duration_seconds
+    node = window.mean(period, node_of)
+    system = window.mean(period, system_of)
+    if node is None or system is None:
         return None
-    pod_usages = window.pod_usages(interval)
-    system = Usage(
-        cpu=max(node.cpu - sum(u.cpu for u in pod_usages.values()), 0.0),
-        memory=max(node.memory - sum(u.memory for u in pod_usages.values()), 0.0),
-    )
-    aggregated = []
-    for duration in policy.node_aggregate_policy.durations:
-        stats = window.aggregate(parse_duration(duration).total_seconds())
-        if stats is not None:
-            usage = {kind.value: resources(value) for kind, value in stats.items()}
-            aggregated.append(AggregatedUsage(duration=_go_duration(duration), usage=usage))
+    pod_usages = window.pod_usages(period)
     named = sorted(
         ((pods[uid], usage) for uid, usage in pod_usages.items() if uid in pods),
         key=lambda item: (item[0].namespace, item[0].name),
@@ -69,8 +82,9 @@ def build_status(
         update_time=now,
         node_metric=NodeMetricInfo(
             node_usage=resources(node),
-            aggregated_node_usages=aggregated,
+            aggregated_node_usages=_aggregated(window, policy, node_of),
             system_usage=resources(system),
+            aggregated_system_usages=_aggregated(window, policy, system_of),
         ),
         pods_metric=[
             PodMetricInfo(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,17 +25,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.agent.pods import PodRef, list_node_pods
-from berth.agent.report import build_status
+from berth.agent.report import build_status, history_seconds
 from berth.agent.sampler import Sampler
 from berth.agent.window import Window
 from berth.api.nodemetric import GROUP, VERSION, NodeMetricCollectPolicy, NodeMetricSpec
-from berth.kube.client import api_client, load_configuration, succeeded
+from berth.kube.client import api_client, load_configuration
 from berth.kube.watch import Informer
+from berth.kube.write import NODE_METRIC, ApiWriter
 
 __all__ = ["Agent", "AgentOptions", "run", "serve"]
 
 PLURAL = "nodemetrics"
-MERGE = "application/merge-patch+json"
 API_ERRORS = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 
 logger = log.get(__name__)
@@ -52,12 +54,13 @@ class AgentOptions:
 class Agent:
     """Samples into a window; reports the window into the node's NodeMetric status."""
 
-    def __init__(self, options: AgentOptions) -> None:
+    def __init__(self, options: AgentOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = options.node_name
+        self.clock = clock  # monotonic seconds: when each sample is taken
         self.sample_interval = options.sample_interval
         self.sampler = Sampler(options.proc_root, options.cgroup_root)
         self.policy = NodeMetricCollectPolicy()
-        self.window = Window(self.policy.aggregate_duration_seconds)
+        self.window = Window(history_seconds(self.policy))
         self.exists = False
         self.changed = asyncio.Event()
         self.pods: dict[str, PodRef] = {}
@@ -66,8 +69,7 @@ class Agent:
 
     def sample(self) -> None:
         """One reading into the window; raises OSError or ValueError when ``/proc`` fails."""
-        now = asyncio.get_running_loop().time()
-        sample = self.sampler.sample(now, self.policy.node_memory_collect_policy)
+        sample = self.sampler.sample(self.clock(), self.policy.node_memory_collect_policy)
         if sample is not None:
             self.window.add(sample)
 
@@ -85,7 +87,7 @@ class Agent:
         tasks = [
             asyncio.create_task(informer.run(stop), name="watch"),
             asyncio.create_task(self._sample_loop(), name="sample"),
-            asyncio.create_task(self._report_loop(CoreV1Api(api), custom), name="report"),
+            asyncio.create_task(self._report_loop(CoreV1Api(api), ApiWriter(api)), name="report"),
         ]
         stopping = asyncio.create_task(stop.wait())
         tree = self.sampler.hierarchy
@@ -117,7 +119,7 @@ class Agent:
         self.log.info("following collect policy", policy=policy.to_dict())
         self.exists = True
         self.policy = policy
-        self.window.set_history(policy.aggregate_duration_seconds)
+        self.window.set_history(history_seconds(policy))
         self.changed.set()
 
     async def _sample_loop(self) -> None:
@@ -128,7 +130,7 @@ class Agent:
             except (OSError, ValueError) as err:
                 self.log.warning("sample failed", error=str(err))
 
-    async def _report_loop(self, core: CoreV1Api, custom: Any) -> None:
+    async def _report_loop(self, core: CoreV1Api, writer: ApiWriter) -> None:
         loop = asyncio.get_running_loop()
         last = loop.time()
         while True:
@@ -141,11 +143,11 @@ class Agent:
             except TimeoutError:
                 pass
             if self.exists:
-                await self._report(core, custom)
+                await self._report(core, writer)
             last = loop.time()
 
-    async def _report(self, core: CoreV1Api, custom: Any) -> None:
-        if self.window.pod_usages(self.policy.report_interval_seconds):
+    async def _report(self, core: CoreV1Api, writer: ApiWriter) -> None:
+        if self.window.pod_usages(self.policy.aggregate_duration_seconds):
             try:
                 self.pods = await list_node_pods(core, self.node)
             except API_ERRORS as err:
@@ -154,17 +156,7 @@ class Agent:
         if status is None:
             return
         try:
-            await succeeded(
-                custom.patch_cluster_custom_object_status(
-                    GROUP,
-                    VERSION,
-                    PLURAL,
-                    self.node,
-                    {"status": status.to_dict()},
-                    _content_type=MERGE,
-                    _preload_content=False,
-                )
-            )
+            await writer.patch_status(NODE_METRIC, self.node, status.to_dict())
         except API_ERRORS as err:
             self.log.warning("report not written", error=str(err))
             return

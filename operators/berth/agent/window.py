@@ -1,23 +1,28 @@
-"""The samples of the last ``aggregateDurationSeconds``, and statistics over parts of them.
+"""The samples the agent keeps, and means and statistics over the most recent of them.
 
 Each sample says when it was taken and since when its CPU figure runs (the previous
-sample). A window of ``d`` seconds is the samples taken in the last ``d`` seconds; it is
-reported only once the kept samples cover all of it, so a window longer than the history
-kept is never reported. Percentiles interpolate linearly between the two nearest ranks, as
+sample), so the time a run of samples covers is known exactly. Every query is about "the
+last ``d`` seconds" and is bounded by the history actually kept: right after a start, the
+mean over 300 seconds is the mean of what there is. Statistics over a window follow
+Koordinator's cold-start rule: they are reported only once the samples cover at least half
+of the window. Percentiles interpolate linearly between the two nearest ranks, as
 Prometheus's ``quantile_over_time`` (and so Koordinator's metric cache) does.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from berth.api.nodemetric import AggregationType
 
-__all__ = ["Sample", "Usage", "Window", "statistics"]
+__all__ = ["COLD_START_RATIO", "Part", "Sample", "Usage", "Window", "node_of", "system_of"]
+
+COLD_START_RATIO = 0.5
+"""A window's statistics need samples covering at least this share of it (Koordinator's)."""
 
 _PERCENTILES = {
     AggregationType.P50: 50,
@@ -43,6 +48,23 @@ class Sample:
     since: float
     node: Usage
     pods: Mapping[str, Usage] = field(default_factory=dict)
+
+
+Part = Callable[[Sample], Usage]
+"""Which usage of a sample a query is about: the node's or the system's."""
+
+
+def node_of(sample: Sample) -> Usage:
+    return sample.node
+
+
+def system_of(sample: Sample) -> Usage:
+    """The node's usage outside every pod cgroup in the sample (floored at 0)."""
+    pods = sample.pods.values()
+    return Usage(
+        cpu=max(sample.node.cpu - sum(u.cpu for u in pods), 0.0),
+        memory=max(sample.node.memory - sum(u.memory for u in pods), 0.0),
+    )
 
 
 def _mean(usages: Sequence[Usage]) -> Usage:
@@ -94,14 +116,18 @@ class Window:
         start = self._samples[-1].time - seconds
         return [s for s in self._samples if s.time > start] or [self._samples[-1]]
 
-    def covers(self, seconds: float) -> bool:
-        """Whether the kept samples span the whole of the last ``seconds``."""
-        return bool(self._samples) and (self._samples[0].since <= self._samples[-1].time - seconds)
-
-    def node_usage(self, seconds: float) -> Usage | None:
-        """Mean node usage over the last ``seconds``; None before the first sample."""
+    def covered(self, seconds: float) -> float:
+        """How much of the last ``seconds`` the kept samples cover (0 without samples)."""
         samples = self.recent(seconds)
-        return _mean([s.node for s in samples]) if samples else None
+        if not samples:
+            return 0.0
+        return min(samples[-1].time - samples[0].since, seconds)
+
+    def mean(self, seconds: float, part: Part = node_of) -> Usage | None:
+        """Mean usage over the last ``seconds``, or what is kept of them; None before the
+        first sample."""
+        samples = self.recent(seconds)
+        return _mean([part(s) for s in samples]) if samples else None
 
     def pod_usages(self, seconds: float) -> dict[str, Usage]:
         """Mean usage over the last ``seconds`` of each pod sampled in that time."""
@@ -111,8 +137,10 @@ class Window:
                 by_pod.setdefault(uid, []).append(usage)
         return {uid: _mean(usages) for uid, usages in by_pod.items()}
 
-    def aggregate(self, seconds: float) -> dict[AggregationType, Usage] | None:
-        """Node usage statistics over the last ``seconds``, once the samples cover it."""
-        if not self.covers(seconds):
+    def aggregate(
+        self, seconds: float, part: Part = node_of
+    ) -> dict[AggregationType, Usage] | None:
+        """Statistics over the last ``seconds``, once the samples cover half of them."""
+        if not self._samples or self.covered(seconds) < COLD_START_RATIO * seconds:
             return None
-        return statistics([s.node for s in self.recent(seconds)])
+        return statistics([part(s) for s in self.recent(seconds)])

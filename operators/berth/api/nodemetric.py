@@ -27,13 +27,17 @@ __all__ = [
     "AggregatePolicy",
     "AggregatedUsage",
     "AggregationType",
+    "HostApplicationMetricInfo",
     "NodeMemoryCollectPolicy",
     "NodeMetric",
     "NodeMetricCollectPolicy",
     "NodeMetricInfo",
     "NodeMetricSpec",
     "NodeMetricStatus",
+    "NumaUsage",
+    "PeakMetric",
     "PodMetricInfo",
+    "ReclaimableMetric",
     "ResourceMap",
 ]
 
@@ -80,7 +84,8 @@ class NodeMetricCollectPolicy(ApiModel):
     """How the node agent collects and reports usage."""
 
     aggregate_duration_seconds: int = Field(default=300, ge=1, json_schema_extra=SERVER_DEFAULT)
-    """How much history (seconds) the agent keeps for aggregation (default 300)."""
+    """The period (seconds) ``nodeUsage``, ``systemUsage`` and each pod's usage are averaged
+    over (default 300)."""
     report_interval_seconds: int = Field(default=60, ge=1, json_schema_extra=SERVER_DEFAULT)
     """How often (seconds) the agent writes the status (default 60)."""
     node_aggregate_policy: AggregatePolicy = Field(
@@ -126,15 +131,32 @@ class AggregatedUsage(ApiModel):
     """The window length (e.g. ``5m``)."""
 
 
+class NumaUsage(ApiModel):
+    """Usage of one NUMA node (written by Koordinator's agent; Berth's does not report it)."""
+
+    numa_node_id: int = Field(alias="numaNodeID")
+    """The NUMA node's ID."""
+    node_usage: ResourceMap | None = None
+    """Usage of the NUMA node."""
+    system_usage: ResourceMap | None = None
+    """Usage outside pods on the NUMA node."""
+
+
 class NodeMetricInfo(ApiModel):
     """Usage of the node as a whole."""
 
     node_usage: ResourceMap | None = None
-    """Current usage of the node."""
+    """Mean usage of the node over the last ``aggregateDurationSeconds``."""
     aggregated_node_usages: list[AggregatedUsage] | None = None
-    """Usage statistics over each window, once there are enough samples."""
+    """Usage statistics over each ``nodeAggregatePolicy`` window, once the agent's samples
+    cover at least half of it."""
     system_usage: ResourceMap | None = None
-    """Usage outside pods (system daemons, kernel): node usage minus pods' usage."""
+    """Usage outside pods (system daemons, kernel): node usage minus pods' usage, averaged
+    like ``nodeUsage``."""
+    aggregated_system_usages: list[AggregatedUsage] | None = None
+    """Statistics of ``systemUsage`` over the same windows as ``aggregatedNodeUsages``."""
+    numa_usages: list[NumaUsage] | None = None
+    """Usage of each NUMA node."""
 
 
 class PodMetricInfo(ApiModel):
@@ -145,11 +167,40 @@ class PodMetricInfo(ApiModel):
     name: str | None = None
     """Name of the pod."""
     pod_usage: ResourceMap | None = None
-    """Current usage of the pod."""
+    """Mean usage of the pod over the last ``aggregateDurationSeconds``."""
     priority: str | None = None
-    """Koordinator priority class of the pod (e.g. ``koord-prod``), if any."""
+    """Koordinator priority class of the pod (``koord-prod``, ``koord-mid``, ``koord-batch``,
+    ``koord-free``)."""
     qos: str | None = None
-    """Koordinator QoS class of the pod (e.g. ``LS``, ``BE``), if any."""
+    """Koordinator QoS class of the pod (``LSE``, ``LSR``, ``LS``, ``BE``, ``SYSTEM``)."""
+
+
+class HostApplicationMetricInfo(ApiModel):
+    """Usage of an application running on the host outside pods (written by Koordinator's
+    agent; Berth's does not report it)."""
+
+    name: str | None = None
+    """Name of the host application."""
+    usage: ResourceMap | None = None
+    """Its usage."""
+    priority: str | None = None
+    """Its Koordinator priority class."""
+    qos: str | None = None
+    """Its Koordinator QoS class."""
+
+
+class ReclaimableMetric(ApiModel):
+    """Predicted reclaimable resources of a priority (written by Koordinator's agent)."""
+
+    resource: ResourceMap | None = None
+    """The predicted reclaimable amounts."""
+
+
+class PeakMetric(ApiModel):
+    """Predicted peak usage of a priority (written by Koordinator's agent)."""
+
+    resource: ResourceMap | None = None
+    """The predicted peak amounts."""
 
 
 class NodeMetricStatus(ApiModel):
@@ -161,6 +212,12 @@ class NodeMetricStatus(ApiModel):
     """Usage of the node."""
     pods_metric: list[PodMetricInfo] | None = None
     """Usage of each pod on the node."""
+    host_application_metric: list[HostApplicationMetricInfo] | None = None
+    """Usage of host applications outside pods."""
+    prod_reclaimable_metric: ReclaimableMetric | None = None
+    """Reclaimable resources of Prod pods."""
+    prod_peak_metric: PeakMetric | None = None
+    """Predicted peak usage of Prod pods."""
 
 
 class NodeMetric(KubeObject):

@@ -20,11 +20,13 @@ from berth.api.resource import UNAPPROVED, CustomResource, PrinterColumn
 
 __all__ = [
     "CRD",
+    "FINGERPRINT_ANNOTATION",
     "GROUP",
     "VERSION",
     "AttributeInfo",
     "AttributeName",
     "CostInfo",
+    "FingerprintMethod",
     "NodeResourceTopology",
     "ResourceInfo",
     "TopologyManagerScope",
@@ -34,6 +36,9 @@ __all__ = [
 
 GROUP: Final = "topology.node.k8s.io"
 VERSION: Final = "v1alpha2"
+
+FINGERPRINT_ANNOTATION: Final = "topology.node.k8s.io/fingerprint"
+"""The annotation early updaters wrote the pods fingerprint to (always of all pods)."""
 
 _BY_NAME: Final[dict[str, Any]] = {
     "x-kubernetes-list-type": "map",
@@ -57,6 +62,18 @@ class AttributeName(StrEnum):
     """The kubelet Topology Manager scope: ``container`` or ``pod``."""
     NODE_TOPOLOGY_PODS_FINGERPRINT = "nodeTopologyPodsFingerprint"
     """A hash of the pods the report accounts for."""
+    NODE_TOPOLOGY_PODS_FINGERPRINT_METHOD = "nodeTopologyPodsFingerprintMethod"
+    """Which pods the fingerprint is computed over (``all`` when absent)."""
+
+
+class FingerprintMethod(StrEnum):
+    """Values of the ``nodeTopologyPodsFingerprintMethod`` attribute (podfingerprint's)."""
+
+    ALL = "all"
+    """Every pod on the node."""
+    WITH_EXCLUSIVE_RESOURCES = "with-exclusive-resources"
+    """Only the pods that hold exclusive resources (whole cpus, memory or hugepages of a
+    Guaranteed pod, or devices the zones list)."""
 
 
 class TopologyManagerScope(StrEnum):
@@ -129,7 +146,7 @@ class NodeResourceTopology(KubeObject):
     """The node's zones."""
     attributes: list[AttributeInfo] | None = Field(default=None, json_schema_extra=_BY_NAME)
     """Node-wide attributes: topologyManagerPolicy, topologyManagerScope,
-    nodeTopologyPodsFingerprint."""
+    nodeTopologyPodsFingerprint, nodeTopologyPodsFingerprintMethod."""
 
     def attribute(self, name: str) -> str | None:
         """The value of a node-wide attribute, if present."""
@@ -147,8 +164,23 @@ class NodeResourceTopology(KubeObject):
 
     @property
     def pods_fingerprint(self) -> str | None:
-        """The pods fingerprint attribute, if the updater writes one."""
-        return self.attribute(AttributeName.NODE_TOPOLOGY_PODS_FINGERPRINT)
+        """The pods fingerprint: the attribute, else the legacy annotation, if written."""
+        value = self.attribute(AttributeName.NODE_TOPOLOGY_PODS_FINGERPRINT)
+        if value is not None:
+            return value
+        return (self.metadata.annotations or {}).get(FINGERPRINT_ANNOTATION)
+
+    @property
+    def pods_fingerprint_exclusive_only(self) -> bool:
+        """Whether the fingerprint is over the pods with exclusive resources only.
+
+        As scheduler-plugins autodetects it: only the attribute fingerprint can be, when the
+        method attribute says ``with-exclusive-resources``; any other value means all pods.
+        """
+        if self.attribute(AttributeName.NODE_TOPOLOGY_PODS_FINGERPRINT) is None:
+            return False
+        method = self.attribute(AttributeName.NODE_TOPOLOGY_PODS_FINGERPRINT_METHOD)
+        return method == FingerprintMethod.WITH_EXCLUSIVE_RESOURCES
 
 
 CRD: Final = CustomResource(

@@ -83,6 +83,7 @@ class ReservationConditionType(StrEnum):
 class ReservationReason(StrEnum):
     """Reasons of reservation conditions."""
 
+    PENDING = "Pending"
     SCHEDULED = "Scheduled"
     UNSCHEDULABLE = "Unschedulable"
     AVAILABLE = "Available"

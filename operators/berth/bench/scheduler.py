@@ -22,8 +22,9 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from berth.kube.client import client_from_kubeconfig, succeeded
+from berth.kube.client import client_from_kubeconfig
 from berth.kube.watch import Informer
+from berth.kube.write import POD, ApiWriter
 from berth.localcluster.build import ensure_built
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
@@ -90,7 +91,7 @@ async def _measure(
     The watch is an Informer: on a loaded machine the API server drops watchers that fall
     behind, and a plain watch would lose the bindings that happen meanwhile.
     """
-    core: Any = CoreV1Api(api)  # plain dict bodies, which the client's stubs do not describe
+    core = CoreV1Api(api)
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
     done = asyncio.Event()
@@ -106,6 +107,7 @@ async def _measure(
     stop = asyncio.Event()
     watcher = asyncio.create_task(informer.run(stop))
     await informer.synced.wait()
+    writer = ApiWriter(api)
     limit = asyncio.Semaphore(CREATE_CONCURRENCY)
     start = time.perf_counter()
 
@@ -113,9 +115,7 @@ async def _measure(
         name = f"bench-{i:05d}"
         async with limit:
             created[name] = time.perf_counter()
-            await succeeded(
-                core.create_namespaced_pod(namespace, _pod(name, scheduler), _preload_content=False)
-            )
+            await writer.create(POD, _pod(name, scheduler), namespace=namespace)
 
     try:
         await asyncio.gather(*(create(i) for i in range(count)))
@@ -216,22 +216,23 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
 
     from berth.localcluster.nodes import node_manifest
     from berth.localcluster.paths import REPO_DIR
+    from berth.scheduler.assembly import assemble
     from berth.scheduler.config import Profile, parse
-    from berth.scheduler.cycle import Cycle
-    from berth.scheduler.framework import CycleState, Handle
+    from berth.scheduler.framework import CycleState
     from berth.scheduler.podinfo import PodInfo
-    from berth.scheduler.registry import resolve
-    from berth.scheduler.view import ClusterView
 
-    view = ClusterView()
-    for i in range(nodes):
-        view.on_node("ADDED", node_manifest(i))
     profile = Profile()
     if installed:
         configmap = yaml.safe_load((REPO_DIR / "manifests" / "scheduler-config.yaml").read_text())
         profile = parse(yaml.safe_load(configmap["data"]["scheduler-config.yaml"])).profiles[0]
+    parts = assemble([profile])
+    view, events = parts.view, parts.events
+    fwk, cycle = parts.profile().framework, parts.profile().cycle
+    for i in range(nodes):
+        events.on_node("ADDED", node_manifest(i))
+    if installed:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        report = view.on_custom("NodeMetric")
+        report = events.on_custom("NodeMetric")
         for i in range(nodes):
             name = node_manifest(i)["metadata"]["name"]
             report(
@@ -244,17 +245,13 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
                     },
                 },
             )
-        view.on_custom("ElasticQuota")(
+        events.on_custom("ElasticQuota")(
             "ADDED",
             {
                 "metadata": {"name": "bench", "namespace": "bench"},
                 "spec": {"min": {"cpu": "100000"}, "max": {"cpu": "100000"}},
             },
         )
-    handle = Handle(view, "berth-scheduler")
-    plugins = resolve(profile, handle)
-    cycle = Cycle(plugins, view)
-    handle.reasons_at = cycle.reasons_at
     durations = []
     started = time.perf_counter()
     for i in range(pods):
@@ -265,8 +262,7 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
         state = CycleState()
         placement = cycle.schedule(state, pod)
         view.assume(pod, placement.node)
-        for plugin in plugins.at("reserve"):
-            plugin.reserve(state, pod, placement.node)
+        fwk.run_reserve(state, pod, placement.node)
         durations.append(time.perf_counter() - t0)
     wall = time.perf_counter() - started
     return (

@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.base import format_time
-from berth.kube.client import succeeded
+from berth.kube.write import EVENT, ApiWriter
 
 __all__ = ["MESSAGE_LIMIT", "event_body", "post_event"]
 
@@ -52,12 +52,12 @@ def event_body(
     }
 
 
-async def post_event(core: Any, body: dict[str, Any]) -> None:
-    """Create the event through ``core`` (a CoreV1Api); a refusal is logged."""
+async def post_event(writer: ApiWriter, body: dict[str, Any]) -> None:
+    """Create the event; a refusal is logged."""
     namespace = body["metadata"]["namespace"]
     involved = body["involvedObject"]
     try:
-        await succeeded(core.create_namespaced_event(namespace, body, _preload_content=False))
+        await writer.create(EVENT, body, namespace=namespace)
     except ApiException as err:
         logger.warning(
             "event not recorded",

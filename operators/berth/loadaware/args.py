@@ -1,84 +1,220 @@
-"""``LoadAwareSchedulingArgs``, named and defaulted as in the design (Koordinator's)."""
+"""``LoadAwareSchedulingArgs`` and the node annotation, named, defaulted and validated as
+Koordinator does, so its configurations load unchanged and mean the same.
+
+Defaulting follows Koordinator's: ``usageThresholds`` and ``resourceWeights`` take the
+defaults only when left empty (a partial map is used as given: ``{cpu: 50}`` checks cpu
+only), ``estimatedScalingFactors`` gains the defaults of the resources it leaves out.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from berth import log
+from berth.api.duration import DurationError, parse_duration
 from berth.podresources import CPU, MEMORY
 
-logger = log.get(__name__)
-
-# Koordinator arguments Berth accepts and does not act on (yet), so its configurations load.
-ACCEPTED_UNUSED = frozenset(
-    {
-        "prodUsageThresholds",
-        "scoreAccordingProdUsage",
-        "aggregated",
-        "enableScheduleWhenNodeMetricsExpired",
-    }
-)
 THRESHOLDS_ANNOTATION = "scheduling.koordinator.sh/usage-thresholds"
+AGGREGATION_TYPES = ("avg", "p50", "p90", "p95", "p99")
+DEFAULT_WEIGHTS = {CPU: 1, MEMORY: 1}
+DEFAULT_THRESHOLDS = {CPU: 65, MEMORY: 95}
+DEFAULT_FACTORS = {CPU: 85, MEMORY: 70}
 
 
-class LoadAwareArgs(BaseModel):
+def _percentages(values: dict[str, int], low: int = 0) -> dict[str, int]:
+    for name, value in values.items():
+        if not low <= value <= 100:
+            raise ValueError(f"{name}: {value} is not in {low}-100")
+    return values
+
+
+def _aggregation_type(value: str) -> str:
+    if value and value not in AGGREGATION_TYPES:
+        raise ValueError(f"{value!r} is not one of {', '.join(AGGREGATION_TYPES)}")
+    return value
+
+
+def _seconds(text: str | None) -> float:
+    """A Go duration in seconds; empty or absent is 0 (Koordinator: the longest window)."""
+    if not text:
+        return 0.0
+    try:
+        return parse_duration(text).total_seconds()
+    except DurationError as err:
+        raise ValueError(str(err)) from err
+
+
+class _Args(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
+
+class AggregatedArgs(_Args):
+    """Percentile usage (NodeMetric ``aggregatedNodeUsages``) for the filter and the score."""
+
+    usage_thresholds: dict[str, int] = Field(default_factory=dict)
+    usage_aggregation_type: str = ""
+    usage_aggregated_duration: str | None = None
+    score_aggregation_type: str = ""
+    score_aggregated_duration: str | None = None
+
+    @field_validator("usage_thresholds")
+    @classmethod
+    def _thresholds(cls, values: dict[str, int]) -> dict[str, int]:
+        return _percentages(values)
+
+    @field_validator("usage_aggregation_type", "score_aggregation_type")
+    @classmethod
+    def _type(cls, value: str) -> str:
+        return _aggregation_type(value)
+
+    @field_validator("usage_aggregated_duration", "score_aggregated_duration")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        _seconds(value)
+        return value
+
+    @property
+    def filters(self) -> bool:
+        """Koordinator filters by percentiles only with both thresholds and a type."""
+        return bool(self.usage_thresholds) and bool(self.usage_aggregation_type)
+
+    @property
+    def scores(self) -> bool:
+        return bool(self.score_aggregation_type)
+
+    @property
+    def score_window(self) -> float:
+        """Seconds; 0: the longest window reported."""
+        return _seconds(self.score_aggregated_duration)
+
+
+class LoadAwareArgs(_Args):
     filter_expired_node_metrics: bool = True
     node_metric_expiration_seconds: int = Field(default=180, gt=0)
-    resource_weights: dict[str, int] = Field(default_factory=lambda: {CPU: 1, MEMORY: 1})
-    usage_thresholds: dict[str, int] = Field(default_factory=lambda: {CPU: 65, MEMORY: 95})
-    estimated_scaling_factors: dict[str, int] = Field(default_factory=lambda: {CPU: 85, MEMORY: 70})
+    enable_schedule_when_node_metrics_expired: bool = False
+    resource_weights: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    dominant_resource_weight: int = Field(default=0, ge=0, le=100)
+    usage_thresholds: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    prod_usage_thresholds: dict[str, int] = Field(default_factory=dict)
+    score_according_prod_usage: bool = False
+    estimated_scaling_factors: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_FACTORS))
+    aggregated: AggregatedArgs = Field(default_factory=AggregatedArgs)
 
-    @field_validator("usage_thresholds", "estimated_scaling_factors")
+    @field_validator("usage_thresholds", "prod_usage_thresholds")
     @classmethod
-    def _percent(cls, values: dict[str, int]) -> dict[str, int]:
-        for name, value in values.items():
-            if not 0 <= value <= 100:
-                raise ValueError(f"{name}: {value} is not a percentage (0-100)")
-        return values
+    def _thresholds(cls, values: dict[str, int]) -> dict[str, int]:
+        return _percentages(values)
 
-    @field_validator("resource_weights")
+    @field_validator("estimated_scaling_factors", "resource_weights")
     @classmethod
-    def _weights(cls, values: dict[str, int]) -> dict[str, int]:
-        for name, value in values.items():
-            if value < 0:
-                raise ValueError(f"{name}: weight {value} is negative")
-        return values
+    def _positive(cls, values: dict[str, int]) -> dict[str, int]:
+        return _percentages(values, low=1)
 
     @classmethod
     def parse(cls, args: Mapping[str, Any]) -> LoadAwareArgs:
         """The plugin's args; a wrong name or value raises ValueError naming it."""
-        known = {k: v for k, v in args.items() if k not in ACCEPTED_UNUSED}
-        for name in sorted(set(args) - set(known)):
-            logger.info("argument accepted and not used", namespace=None, name=name)
-        # Koordinator fills in the defaults of the resources a user's map leaves out.
-        merged = dict(known)
-        defaults = cls()
-        for key, default in (
-            ("usageThresholds", defaults.usage_thresholds),
-            ("estimatedScalingFactors", defaults.estimated_scaling_factors),
-            ("resourceWeights", defaults.resource_weights),
-        ):
-            if isinstance(known.get(key), dict):
-                merged[key] = {**default, **known[key]}
+        given = dict(args)
+        if not given.get("usageThresholds"):
+            given.pop("usageThresholds", None)
+        if not given.get("resourceWeights"):
+            given.pop("resourceWeights", None)
+            if given.get("dominantResourceWeight"):
+                given["resourceWeights"] = {}  # Koordinator: the dominant resource alone
+        factors = given.get("estimatedScalingFactors")
+        if isinstance(factors, dict):
+            given["estimatedScalingFactors"] = {**DEFAULT_FACTORS, **factors}
         try:
-            return cls.model_validate(merged)
+            parsed = cls.model_validate(given)
         except ValidationError as err:
-            raise ValueError(str(err)) from err
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}") from err
+        missing = sorted(set(parsed.resource_weights) - set(parsed.estimated_scaling_factors))
+        if missing:
+            raise ValueError(
+                f"resourceWeights: {', '.join(missing)} has no estimatedScalingFactors entry"
+            )
+        return parsed
+
+    def node_profile(self) -> ThresholdProfile:
+        """The thresholds of a node without its own annotation."""
+        aggregated = None
+        if self.aggregated.filters:
+            aggregated = AggregatedThresholds(
+                dict(self.aggregated.usage_thresholds),
+                self.aggregated.usage_aggregation_type,
+                _seconds(self.aggregated.usage_aggregated_duration),
+            )
+        return ThresholdProfile(
+            dict(self.usage_thresholds), dict(self.prod_usage_thresholds), aggregated
+        )
+
+
+@dataclass(frozen=True)
+class AggregatedThresholds:
+    thresholds: dict[str, int]
+    aggregation_type: str
+    duration: float  # seconds; 0: the longest window reported
+
+
+@dataclass(frozen=True)
+class ThresholdProfile:
+    """What the filter checks on one node (Koordinator's ``CustomUsageThresholds``)."""
+
+    usage: dict[str, int]
+    prod: dict[str, int] = field(default_factory=dict)
+    aggregated: AggregatedThresholds | None = None
 
 
 class ThresholdsAnnotationError(ValueError):
     """The node's usage-thresholds annotation cannot be read."""
 
 
-def node_thresholds(annotations: Mapping[str, str], default: dict[str, int]) -> dict[str, int]:
-    """The node's annotation overrides the configured thresholds, resource by resource.
+class _AggregatedAnnotation(_Args):
+    usage_thresholds: dict[str, int] = Field(default_factory=dict)
+    usage_aggregation_type: str = ""
+    usage_aggregated_duration: str | None = None
+
+    @field_validator("usage_thresholds")
+    @classmethod
+    def _thresholds(cls, values: dict[str, int]) -> dict[str, int]:
+        return _percentages(values)
+
+    @field_validator("usage_aggregation_type")
+    @classmethod
+    def _type(cls, value: str) -> str:
+        return _aggregation_type(value)
+
+    @field_validator("usage_aggregated_duration")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        _seconds(value)
+        return value
+
+
+class _Annotation(_Args):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    usage_thresholds: dict[str, int] = Field(default_factory=dict)
+    prod_usage_thresholds: dict[str, int] = Field(default_factory=dict)
+    aggregated_usage: _AggregatedAnnotation | None = None
+
+    @field_validator("usage_thresholds", "prod_usage_thresholds")
+    @classmethod
+    def _thresholds(cls, values: dict[str, int]) -> dict[str, int]:
+        return _percentages(values)
+
+
+def node_profile(annotations: Mapping[str, str], default: ThresholdProfile) -> ThresholdProfile:
+    """The node's annotation in place of the configured thresholds, field by field as
+    Koordinator reads it: a map or aggregated block the annotation sets replaces the
+    configured one whole; what it leaves out (or an aggregated block without thresholds
+    or type) keeps the configured one.
 
     Raises ThresholdsAnnotationError for a malformed annotation; the caller reports it and
     uses ``default`` (one node's typo must not block it).
@@ -87,18 +223,23 @@ def node_thresholds(annotations: Mapping[str, str], default: dict[str, int]) -> 
     if not text:
         return default
     try:
-        parsed = json.loads(text).get("usageThresholds") or {}
-        custom = {str(k): int(v) for k, v in parsed.items()}
-    except (ValueError, AttributeError, TypeError) as err:
+        parsed = _Annotation.model_validate(json.loads(text))
+    except (ValueError, ValidationError) as err:
         raise ThresholdsAnnotationError(
             f"annotation {THRESHOLDS_ANNOTATION} is not "
-            f'{{"usageThresholds": {{"<resource>": <percent>}}}}: {text[:200]!r}; '
-            "the configured thresholds apply"
+            '{"usageThresholds": {"<resource>": <percent 0-100>}, "prodUsageThresholds": …, '
+            f'"aggregatedUsage": …}}: {text[:200]!r}; the configured thresholds apply'
         ) from err
-    for name, value in custom.items():
-        if not 0 <= value <= 100:
-            raise ThresholdsAnnotationError(
-                f"annotation {THRESHOLDS_ANNOTATION}: {name} {value} is not a percentage "
-                "(0-100); the configured thresholds apply"
-            )
-    return {**default, **custom}
+    aggregated = default.aggregated
+    custom = parsed.aggregated_usage
+    if custom is not None and custom.usage_thresholds and custom.usage_aggregation_type:
+        aggregated = AggregatedThresholds(
+            dict(custom.usage_thresholds),
+            custom.usage_aggregation_type,
+            _seconds(custom.usage_aggregated_duration),
+        )
+    return ThresholdProfile(
+        parsed.usage_thresholds or default.usage,
+        parsed.prod_usage_thresholds or default.prod,
+        aggregated,
+    )

@@ -17,11 +17,12 @@ from typing import Any
 from berth.numa.topology import POD, NodeTopology, Zone
 from berth.podresources import (
     CPU,
+    GUARANTEED,
     MEMORY,
     Resources,
-    container_limits,
     container_requests,
     pod_requests,
+    qos_class,
 )
 
 NATIVE_PREFIXES = ("hugepages-",)
@@ -30,16 +31,7 @@ NATIVE = frozenset({CPU, MEMORY, "ephemeral-storage", "pods"})
 
 def is_guaranteed(spec: Mapping[str, Any]) -> bool:
     """Kubernetes' Guaranteed QoS: every container limits cpu and memory, requests = limits."""
-    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
-    if not containers:
-        return False
-    for container in containers:
-        limits = container_limits(container)
-        requests = container_requests(container)
-        for resource in (CPU, MEMORY):
-            if not limits.get(resource) or requests.get(resource) != limits[resource]:
-                return False
-    return True
+    return qos_class(spec) == GUARANTEED
 
 
 def native(resource: str) -> bool:

@@ -1,10 +1,10 @@
-"""A NodeResourceTopology as the fit needs it: policy, scope, fingerprint, NUMA zones."""
+"""A NodeResourceTopology as the fit and the ledger need it: policy, scope, the pods
+fingerprint and which pods it covers, NUMA zones, and when the updater reported it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from berth.api.noderesourcetopology import NodeResourceTopology, ZoneType
@@ -31,8 +31,9 @@ class NodeTopology:
     policy: str
     scope: str
     fingerprint: str | None
+    exclusive_only: bool  # the fingerprint covers only pods with exclusive resources
     zones: tuple[Zone, ...]
-    reported_at: float  # when the updater last wrote it (its managedFields), else 0
+    reported_at: float  # when the updater last changed its fields (see ``numa.report``)
 
     @property
     def single_numa_node(self) -> bool:
@@ -44,7 +45,7 @@ class NodeTopology:
         return frozenset(r for zone in self.zones for r in zone.available)
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any]) -> NodeTopology:
+    def from_object(cls, obj: Mapping[str, Any], reported_at: float = 0.0) -> NodeTopology:
         nrt = NodeResourceTopology.model_validate(obj)
         policy = nrt.topology_manager_policy or ""
         scope = nrt.topology_manager_scope or CONTAINER
@@ -60,16 +61,11 @@ class NodeTopology:
             for zone in nrt.zones
             if zone.type == ZoneType.NODE
         )
-        return cls(policy, scope, nrt.pods_fingerprint, zones, _written_at(obj))
-
-
-def _written_at(obj: Mapping[str, Any]) -> float:
-    """The latest write by any manager (seconds resolution), as the report's time."""
-    times = [
-        entry.get("time")
-        for entry in (obj.get("metadata") or {}).get("managedFields") or ()
-        if entry.get("time")
-    ]
-    if not times:
-        return 0.0
-    return max(datetime.fromisoformat(str(t).replace("Z", "+00:00")).timestamp() for t in times)
+        return cls(
+            policy,
+            scope,
+            nrt.pods_fingerprint,
+            nrt.pods_fingerprint_exclusive_only,
+            zones,
+            reported_at,
+        )

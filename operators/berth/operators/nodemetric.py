@@ -1,6 +1,7 @@
 """NodeMetric operator: one NodeMetric per Node, its collect policy from ``colocation-config``.
 
-Nodes and NodeMetrics are Kopf indices; every event of either recomputes that one name
+Nodes and NodeMetrics are Kopf indices; every event of either marks that one name, and the
+operators' worker (:mod:`berth.operators.worker`) recomputes it
 (:func:`berth.slo.lifecycle.desired`) and writes only what differs. The ConfigMap is
 watched in the operator's namespace alone (``BERTH_NAMESPACE``, default ``berth-system``),
 so the operator needs no cluster-wide read of ConfigMaps; a new valid config recomputes
@@ -13,24 +14,24 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+from datetime import datetime
 from typing import Any
 
-import aiohttp
 import kopf
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from berth import log
 from berth.api.nodemetric import GROUP, VERSION
-from berth.kube.client import api_client, succeeded
+from berth.kube.client import api_client
 from berth.kube.events import event_body, post_event
 from berth.kube.watch import Informer
+from berth.kube.write import NODE_METRIC, ApiWriter
 from berth.operators.registry import REGISTRY
+from berth.operators.worker import Worker
 from berth.slo.colocation import CONFIGMAP, ColocationConfig, ColocationConfigError, from_configmap
 from berth.slo.lifecycle import MetricSeen, NodeSeen, Verb, desired, metric_seen, node_seen
 
 PLURAL = "nodemetrics"
-MERGE = "application/merge-patch+json"
 NAMESPACE_ENV = "BERTH_NAMESPACE"
 DEFAULT_NAMESPACE = "berth-system"
 COMPONENT = "berth-nodemetric-operator"
@@ -51,7 +52,7 @@ def nodemetric_specs(name: str, body: kopf.Body, **_: Any) -> dict[str, MetricSe
 
 
 class NodeMetrics:
-    """The operator's state: the API client, the indices and the latest valid config."""
+    """The operator's state (the indices and the latest valid config) and its decisions."""
 
     def __init__(
         self,
@@ -61,7 +62,7 @@ class NodeMetrics:
         metrics: kopf.Index[str, MetricSeen],
     ) -> None:
         self.api = api
-        self.custom: Any = CustomObjectsApi(api)
+        self.writer = ApiWriter(api)
         self.core: Any = CoreV1Api(api)
         self.namespace = namespace
         self.nodes = nodes
@@ -73,9 +74,11 @@ class NodeMetrics:
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self.worker = Worker("nodemetric", self.reconcile)
 
     async def start(self) -> None:
         """Watch the ConfigMap; return once its first state is known (or after a timeout)."""
+        self.worker.start()
         call = functools.partial(
             self.core.list_namespaced_config_map,
             self.namespace,
@@ -100,6 +103,7 @@ class NodeMetrics:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.worker.stop()
 
     def _configmap_event(self, kind: str, obj: dict[str, Any]) -> None:
         self._latest = None if kind == "DELETED" else obj
@@ -110,7 +114,7 @@ class NodeMetrics:
         await informer.synced.wait()
         while True:
             if await self._take_config():
-                await self.reconcile_all()
+                self.worker.mark_all({*self.nodes.keys(), *self.metrics.keys()})
             await self._changed.wait()
             self._changed.clear()
 
@@ -156,55 +160,25 @@ class NodeMetrics:
             warning=True,
             component=COMPONENT,
         )
-        await post_event(self.core, body)
+        await post_event(self.writer, body)
 
-    async def reconcile_all(self) -> None:
-        for name in sorted({*self.nodes.keys(), *self.metrics.keys()}):
-            try:
-                await self.reconcile(name)
-            except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as err:
-                # The next event of that node or NodeMetric tries again.
-                logger.warning("nodemetric not written", name=name, error=str(err))
-
-    async def reconcile(self, name: str) -> None:
+    async def reconcile(self, name: str) -> datetime | None:
         node = next(iter(self.nodes.get(name, ())), None)
         metric = next(iter(self.metrics.get(name, ())), None)
         change = desired(name, node, metric, self.config)
         if change is None:
-            return
-        try:
-            if change.verb is Verb.CREATE:
-                await succeeded(
-                    self.custom.create_cluster_custom_object(
-                        GROUP, VERSION, PLURAL, change.body, _preload_content=False
-                    )
-                )
-            elif change.verb is Verb.PATCH:
-                await succeeded(
-                    self.custom.patch_cluster_custom_object(
-                        GROUP,
-                        VERSION,
-                        PLURAL,
-                        name,
-                        change.body,
-                        _content_type=MERGE,
-                        _preload_content=False,
-                    )
-                )
-            else:
-                await succeeded(
-                    self.custom.delete_cluster_custom_object(
-                        GROUP, VERSION, PLURAL, name, _preload_content=False
-                    )
-                )
-        except ApiException as err:
-            # Already created or already gone: the index lags the API; the next event settles.
-            if err.status in (404, 409):
-                logger.debug("nodemetric raced", name=name, verb=change.verb, status=err.status)
-                return
-            raise
+            return None
+        # Already created or already gone (Conflict, NotFound): the index lags the API, and
+        # the worker leaves the object to its next watch event.
+        if change.verb is Verb.CREATE:
+            await self.writer.create(NODE_METRIC, change.body or {})
+        elif change.verb is Verb.PATCH:
+            await self.writer.patch(NODE_METRIC, name, change.body or {})
+        else:
+            await self.writer.delete(NODE_METRIC, name)
         spec = (change.body or {}).get("spec")
         logger.info("nodemetric written", name=name, verb=str(change.verb), spec=spec)
+        return None
 
 
 @kopf.on.startup(registry=REGISTRY)
@@ -230,9 +204,9 @@ async def stop_nodemetrics(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.event("nodes", registry=REGISTRY)
 async def node_changed(name: str, memo: Any, **_: Any) -> None:
-    await memo.nodemetrics.reconcile(name)
+    memo.nodemetrics.worker.mark(name)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
 async def nodemetric_changed(name: str, memo: Any, **_: Any) -> None:
-    await memo.nodemetrics.reconcile(name)
+    memo.nodemetrics.worker.mark(name)

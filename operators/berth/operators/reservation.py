@@ -2,10 +2,10 @@
 
 Three Kopf indices hold what it sees: the reservations, the bound pods annotated with the
 reservation they were placed into, and the node names. Every event marks the reservations
-it concerns; one worker decides them one at a time (:func:`berth.reservation.lifecycle.decide`)
-and writes only what differs. The worker also wakes when the earliest expiry or garbage
-collection comes due, so there is no timer per object (Kopf timers would put a finalizer
-on every reservation).
+it concerns; the operators' worker (:mod:`berth.operators.worker`) decides them one at a
+time (:func:`berth.reservation.lifecycle.decide`) and writes only what differs. The worker
+also wakes when the earliest expiry or garbage collection comes due, so there is no timer
+per object (Kopf timers would put a finalizer on every reservation).
 
 Everything is recomputed from the API, so a restart loses nothing. Every write carries the
 resourceVersion it was decided from: a reservation changed meanwhile (by the scheduler,
@@ -15,33 +15,29 @@ are recorded only after the write they explain succeeded, so none repeats.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import kopf
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client import ApiClient
 from pydantic import ValidationError
 
 from berth import log
 from berth.api.duration import DurationError, format_duration
 from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, Reservation
-from berth.kube.client import api_client, succeeded
+from berth.kube.client import api_client
 from berth.kube.events import event_body, post_event
+from berth.kube.write import NODE, RESERVATION, ApiWriter
 from berth.operators.registry import REGISTRY
+from berth.operators.worker import Worker
 from berth.reservation.collection import gc_period
-from berth.reservation.lifecycle import PLACED_PHASES, Decision, Event, decide
+from berth.reservation.lifecycle import PLACED_PHASES, Event, decide
 from berth.reservation.owners import ALLOCATED_ANNOTATION, OwnerPod, owner_pod, owners_of
 
 PLURAL: Final = "reservations"
-MERGE: Final = "application/merge-patch+json"
 COMPONENT: Final = "berth-reservation-operator"
 EVENT_NAMESPACE: Final = "default"
-RETRY: Final = timedelta(seconds=5)
-"""How soon a reservation whose write failed (other than by a conflict) is tried again."""
 
 logger = log.get(__name__)
 
@@ -68,7 +64,7 @@ def reservation_nodes(name: str, **_: Any) -> dict[str, None]:
 
 
 class Reservations:
-    """The worker: marked and due reservations, decided and written one at a time."""
+    """Decides one reservation at a time for the :class:`Worker`, and writes what differs."""
 
     def __init__(
         self,
@@ -79,87 +75,36 @@ class Reservations:
         period: timedelta,
     ) -> None:
         self.api = api
-        self.custom: Any = CustomObjectsApi(api)
-        self.core: Any = CoreV1Api(api)
+        self.writer = ApiWriter(api)
         self.objects = objects
         self.owners = owners
         self.nodes = nodes
         self.gc_period = period
-        self._marked: set[str] = set()
-        self._due: dict[str, datetime] = {}  # name -> when time alone changes its decision
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    def mark(self, name: str) -> None:
-        self._marked.add(name)
-        self._wake.set()
+        self.worker = Worker("reservation", self.reconcile)
 
     def node_deleted(self, node: str) -> None:
         """Mark the reservations placed on ``node``."""
         for name, store in self.objects.items():
             if any(r.status is not None and r.status.node_name == node for r in store):
-                self.mark(name)
+                self.worker.mark(name)
 
-    async def _run(self) -> None:
-        while True:
-            await self._sleep()
-            now = datetime.now(UTC)
-            names = self._marked | {name for name, at in self._due.items() if at <= now}
-            self._marked = set()
-            for name in sorted(names):
-                await self._reconcile_safely(name)
-
-    async def _sleep(self) -> None:
-        """Until marked, or until the earliest due time."""
-        timeout = None
-        if self._due:
-            timeout = max(0.0, (min(self._due.values()) - datetime.now(UTC)).total_seconds())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        self._wake.clear()
-
-    async def _reconcile_safely(self, name: str) -> None:
-        try:
-            await self.reconcile(name)
-        except ApiException as err:
-            if err.status in (404, 409):
-                # Gone or changed meanwhile: its watch event brings the news.
-                logger.debug("reservation changed meanwhile", name=name, status=err.status)
-                return
-            logger.warning("reservation not written; retrying", name=name, status=err.status)
-            self._due[name] = datetime.now(UTC) + RETRY
-        except Exception:
-            # One bad object must never stop the worker for all the others.
-            logger.exception("reservation not decided; retrying", name=name)
-            self._due[name] = datetime.now(UTC) + RETRY
-
-    async def reconcile(self, name: str) -> None:
+    async def reconcile(self, name: str) -> datetime | None:
         reservation = next(iter(self.objects.get(name, ())), None)
-        self._due.pop(name, None)
         if reservation is None:
-            return
+            return None
         decision = decide(
             reservation,
-            datetime.now(UTC),
-            owners=owners_of(reservation.metadata.uid, self.owners.get(name, ())),
+            self.worker.clock(),
+            owners=owners_of(reservation, self.owners.get(name, ())),
             node_gone=await self._node_gone(reservation),
             gc_period=self.gc_period,
         )
         if decision.delete is not None:
-            await self._delete(reservation, decision.delete)
-            return
+            await self._delete(name, reservation, decision.delete)
+            return None
         if decision.status is not None:
-            await self._patch(reservation, decision)
-        if decision.recheck_at is not None:
-            self._due[name] = decision.recheck_at
+            await self._patch(name, reservation, decision.status, decision.events)
+        return decision.recheck_at
 
     async def _node_gone(self, reservation: Reservation) -> bool:
         """Whether status.nodeName names a node that does not exist.
@@ -171,35 +116,27 @@ class Reservations:
         relevant = reservation.phase in PLACED_PHASES or reservation.phase in TERMINAL_PHASES
         if not node or not relevant or node in self.nodes:
             return False
-        try:
-            await succeeded(self.core.read_node(node, _preload_content=False))
-        except ApiException as err:
-            if err.status == 404:
-                return True
-            raise
-        return False
+        return not await self.writer.exists(NODE, node)
 
-    async def _patch(self, reservation: Reservation, decision: Decision) -> None:
-        meta = reservation.metadata
-        body = {"metadata": {"resourceVersion": meta.resource_version}, "status": decision.status}
-        await succeeded(
-            self.custom.patch_cluster_custom_object_status(
-                GROUP, VERSION, PLURAL, meta.name, body, _content_type=MERGE, _preload_content=False
-            )
-        )
-        logger.info("reservation status updated", name=meta.name, status=decision.status)
-        for event in decision.events:
+    async def _patch(
+        self,
+        name: str,
+        reservation: Reservation,
+        status: dict[str, Any],
+        events: tuple[Event, ...],
+    ) -> None:
+        version = reservation.metadata.resource_version
+        await self.writer.patch_status(RESERVATION, name, status, resource_version=version)
+        logger.info("reservation status updated", name=name, status=status)
+        for event in events:
             await self._record(reservation, event)
 
-    async def _delete(self, reservation: Reservation, why: str) -> None:
+    async def _delete(self, name: str, reservation: Reservation, why: str) -> None:
         meta = reservation.metadata
-        options = {"preconditions": {"uid": meta.uid, "resourceVersion": meta.resource_version}}
-        await succeeded(
-            self.custom.delete_cluster_custom_object(
-                GROUP, VERSION, PLURAL, meta.name, body=options, _preload_content=False
-            )
+        await self.writer.delete(
+            RESERVATION, name, uid=meta.uid, resource_version=meta.resource_version
         )
-        logger.info("reservation deleted", name=meta.name, phase=reservation.phase, why=why)
+        logger.info("reservation deleted", name=name, phase=reservation.phase, why=why)
 
     async def _record(self, reservation: Reservation, event: Event) -> None:
         meta = reservation.metadata
@@ -217,7 +154,7 @@ class Reservations:
             warning=event.warning,
             component=COMPONENT,
         )
-        await post_event(self.core, body)
+        await post_event(self.writer, body)
 
 
 @kopf.on.startup(registry=REGISTRY)
@@ -239,7 +176,7 @@ async def start_reservations(memo: kopf.Memo, **kwargs: Any) -> None:
         period,
     )
     memo.reservations = state
-    state.start()
+    state.worker.start()
     logger.info("reservation operator started", gc_period=format_duration(period))
 
 
@@ -247,20 +184,20 @@ async def start_reservations(memo: kopf.Memo, **kwargs: Any) -> None:
 async def stop_reservations(memo: kopf.Memo, **_: Any) -> None:
     state: Reservations | None = memo.get("reservations")
     if state is not None:
-        await state.stop()
+        await state.worker.stop()
         await state.api.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
 async def reservation_event(name: str, memo: Any, **_: Any) -> None:
-    memo.reservations.mark(name)
+    memo.reservations.worker.mark(name)
 
 
 @kopf.on.event("pods", annotations={ALLOCATED_ANNOTATION: kopf.PRESENT}, registry=REGISTRY)
 async def reservation_pod_event(body: kopf.Body, memo: Any, **_: Any) -> None:
     found = owner_pod(body)
     if found is not None:
-        memo.reservations.mark(found[0])
+        memo.reservations.worker.mark(found[0])
 
 
 @kopf.on.event("nodes", registry=REGISTRY)

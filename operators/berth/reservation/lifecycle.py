@@ -3,6 +3,9 @@
 The scheduler owns placement (Pending to Available or Waiting, the Scheduled condition,
 Ready=True/Available and Ready=False/Waiting). The operator owns the rest, here:
 
+- a new reservation is ``Pending`` at once, with ``Scheduled=False/Pending``, so
+  ``kubectl get`` never shows an empty phase;
+
 - a non-terminal reservation ends, in this order of precedence, as
   ``Succeeded`` (``allocateOnce`` and a pod was bound into it), ``Failed/NodeDeleted``
   (Available or Waiting on a node that no longer exists) or ``Failed/Expired`` (``expires``
@@ -96,6 +99,16 @@ def decide(
     status, events = _accounting(reservation.status or ReservationStatus(), owners)
     ending = _ending(reservation, now, owners=owners, node_gone=node_gone)
     if ending is None:
+        if reservation.phase is None:
+            status["phase"] = ReservationPhase.PENDING.value
+            status["conditions"] = with_condition(
+                None,
+                ReservationConditionType.SCHEDULED,
+                ConditionStatus.FALSE,
+                ReservationReason.PENDING,
+                "waiting for the scheduler to place it",
+                now,
+            )
         return Decision(status or None, tuple(events), recheck_at=reservation.expiry_time())
     status["phase"] = ending.phase.value
     status["conditions"] = with_condition(

@@ -1,24 +1,45 @@
 """Which reservations a pod may allocate from: owners, reservation-affinity, ignored pods.
 
-Owners: entries are ORed, the parts set in one entry ANDed (object, controller,
-labelSelector). A pod labelled ``scheduling.koordinator.sh/reservation-ignored: "true"``
-never uses reservations. A pod annotated with ``scheduling.koordinator.sh/reservation-affinity``
-may only run in a reservation that matches it (by name and/or by the reservation's
-labels), and never falls back to ordinary capacity.
+Koordinator's rules. Owners: entries are ORed, the parts set in one entry ANDed (object,
+controller, labelSelector). A pod labelled ``scheduling.koordinator.sh/reservation-ignored:
+"true"`` schedules as if no reservation existed: it is no reservation's owner, and the
+capacity reservations hold is free to it. A pod annotated with
+``scheduling.koordinator.sh/reservation-affinity`` may only run in a reservation that
+matches it (``name``, ``reservationSelector`` labels, and any of
+``requiredDuringSchedulingIgnoredDuringExecution.reservationSelectorTerms``), and never
+falls back to ordinary capacity; the affinity's ``tolerations`` are what tolerate a
+reservation's taints (and ``unschedulable``, read as the taint
+``node.kubernetes.io/unschedulable:NoSchedule``). ``exact-match-reservation`` limits a pod
+to reservations whose allocatable equals its requests for the named resources.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from berth.api.meta import Toleration
+from pydantic import ValidationError
+
+from berth.api.meta import (
+    NodeSelectorOperator,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Taint,
+    Toleration,
+)
 from berth.api.reservation import Reservation, ReservationOwner
 
 AFFINITY_ANNOTATION = "scheduling.koordinator.sh/reservation-affinity"
+EXACT_MATCH_ANNOTATION = "scheduling.koordinator.sh/exact-match-reservation"
 IGNORED_LABEL = "scheduling.koordinator.sh/reservation-ignored"
+# What ``spec.unschedulable`` of a reservation is tolerated as.
+UNSCHEDULABLE_TAINT = Taint.model_validate(
+    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -35,45 +56,154 @@ class PodFacts:
 
     @property
     def ignores_reservations(self) -> bool:
-        return (
-            self.labels.get(IGNORED_LABEL) == "true"
-            or self.annotations.get(IGNORED_LABEL) == "true"
-        )
+        """Koordinator reads the label only."""
+        return self.labels.get(IGNORED_LABEL) == "true"
+
+
+def facts_of(pod: Mapping[str, Any]) -> PodFacts:
+    """A pod object's facts for matching."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    return PodFacts(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        labels=meta.get("labels") or {},
+        annotations=meta.get("annotations") or {},
+        owner_references=tuple(meta.get("ownerReferences") or ()),
+        tolerations=tuple(Toleration.model_validate(t) for t in spec.get("tolerations") or ()),
+    )
+
+
+def _requirement_holds(req: NodeSelectorRequirement, value: str | None) -> bool:
+    op = req.operator
+    values = req.values or []
+    if op is NodeSelectorOperator.IN:
+        return value is not None and value in values
+    if op is NodeSelectorOperator.NOT_IN:
+        return value is None or value not in values
+    if op is NodeSelectorOperator.EXISTS:
+        return value is not None
+    if op is NodeSelectorOperator.DOES_NOT_EXIST:
+        return value is None
+    if value is None or len(values) != 1 or not _INTEGER.fullmatch(value):
+        return False
+    if not _INTEGER.fullmatch(values[0]):
+        return False
+    if op is NodeSelectorOperator.GT:
+        return int(value) > int(values[0])
+    return int(value) < int(values[0])
+
+
+def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str], name: str) -> bool:
+    """A node selector term over a reservation's labels (and ``metadata.name`` fields);
+    an empty term matches nothing, as for nodes."""
+    expressions = term.match_expressions or []
+    fields = term.match_fields or []
+    if not expressions and not fields:
+        return False
+    return all(_requirement_holds(r, labels.get(r.key)) for r in expressions) and all(
+        r.key == "metadata.name"
+        and r.operator in (NodeSelectorOperator.IN, NodeSelectorOperator.NOT_IN)
+        and _requirement_holds(r, name)
+        for r in fields
+    )
 
 
 @dataclass(frozen=True)
 class ReservationAffinity:
-    name: str | None
-    selector: Mapping[str, str]
+    name: str | None = None
+    selector: Mapping[str, str] = field(default_factory=dict)
+    terms: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
     def matches(self, reservation: Reservation) -> bool:
-        if self.name and reservation.metadata.name != self.name:
+        name = reservation.metadata.name or ""
+        if self.name and name != self.name:
             return False
         labels = reservation.metadata.labels or {}
-        return all(labels.get(k) == v for k, v in self.selector.items())
+        if not all(labels.get(k) == v for k, v in self.selector.items()):
+            return False
+        return not self.terms or any(term_matches(t, labels, name) for t in self.terms)
 
 
 class AffinityError(ValueError):
-    """The reservation-affinity annotation cannot be read."""
+    """The reservation-affinity (or exact-match) annotation cannot be read."""
 
 
-def affinity_of(annotations: Mapping[str, str]) -> ReservationAffinity | None:
-    text = annotations.get(AFFINITY_ANNOTATION)
+def _json_object(annotations: Mapping[str, str], key: str) -> dict[str, Any] | None:
+    text = annotations.get(key)
     if text is None:
         return None
+    if not text:
+        return {}
     try:
         parsed = json.loads(text)
     except ValueError as err:
-        raise AffinityError(f"annotation {AFFINITY_ANNOTATION} is not JSON: {err}") from err
+        raise AffinityError(f"annotation {key} is not JSON: {err}") from err
     if not isinstance(parsed, dict):
-        raise AffinityError(f"annotation {AFFINITY_ANNOTATION} must be a JSON object")
+        raise AffinityError(f"annotation {key} must be a JSON object")
+    return parsed
+
+
+AFFINITY_FIELDS = frozenset(
+    {"name", "reservationSelector", "requiredDuringSchedulingIgnoredDuringExecution", "tolerations"}
+)
+
+
+def affinity_of(annotations: Mapping[str, str]) -> ReservationAffinity | None:
+    parsed = _json_object(annotations, AFFINITY_ANNOTATION)
+    if parsed is None:
+        return None
+    unknown = sorted(set(parsed) - AFFINITY_FIELDS)
+    if unknown:
+        raise AffinityError(
+            f"{AFFINITY_ANNOTATION}: unknown field(s) {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(AFFINITY_FIELDS))})"
+        )
     selector = parsed.get("reservationSelector") or {}
     if not isinstance(selector, dict):
         raise AffinityError(f"{AFFINITY_ANNOTATION}: reservationSelector must be an object")
+    required = parsed.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    try:
+        terms = tuple(
+            NodeSelectorTerm.model_validate(t)
+            for t in (required.get("reservationSelectorTerms") or [])
+        )
+        tolerations = tuple(Toleration.model_validate(t) for t in parsed.get("tolerations") or [])
+    except (ValidationError, AttributeError, TypeError) as err:
+        raise AffinityError(f"{AFFINITY_ANNOTATION}: {err}") from err
     name = parsed.get("name")
     return ReservationAffinity(
-        str(name) if name else None, {str(k): str(v) for k, v in selector.items()}
+        str(name) if name else None,
+        {str(k): str(v) for k, v in selector.items()},
+        terms,
+        tolerations,
     )
+
+
+def exact_match_of(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The resources ``exact-match-reservation`` names (none: no constraint)."""
+    parsed = _json_object(annotations, EXACT_MATCH_ANNOTATION)
+    if not parsed:
+        return ()
+    names = parsed.get("resourceNames") or []
+    if not isinstance(names, list):
+        raise AffinityError(f"{EXACT_MATCH_ANNOTATION}: resourceNames must be a list")
+    return tuple(str(n) for n in names)
+
+
+def exactly_matches(
+    requests: Mapping[str, int], allocatable: Mapping[str, int], names: tuple[str, ...]
+) -> bool:
+    """Koordinator's ExactMatchReservation: for every named resource, the pod asks exactly
+    what the reservation holds, or neither has it."""
+    for resource in names:
+        if (resource in requests) != (resource in allocatable):
+            return False
+        if resource in requests and requests[resource] != allocatable[resource]:
+            return False
+    return True
 
 
 def _entry_matches(owner: ReservationOwner, pod: PodFacts) -> bool:
@@ -104,11 +234,16 @@ def is_owner(reservation: Reservation, pod: PodFacts) -> bool:
     return any(_entry_matches(owner, pod) for owner in reservation.spec.owners)
 
 
-def tolerates(reservation: Reservation, pod: PodFacts) -> bool:
-    """The pod tolerates every NoSchedule/NoExecute taint of the reservation."""
-    for taint in reservation.spec.taints or ():
+def tolerates(reservation: Reservation, tolerations: tuple[Toleration, ...]) -> bool:
+    """The reservation-affinity's tolerations tolerate every NoSchedule/NoExecute taint of
+    the reservation, and its ``unschedulable`` (as Koordinator, a pod's own tolerations
+    are for nodes, not reservations)."""
+    taints = list(reservation.spec.taints or ())
+    if reservation.spec.unschedulable:
+        taints.append(UNSCHEDULABLE_TAINT)
+    for taint in taints:
         if str(taint.effect) == "PreferNoSchedule":
             continue
-        if not any(t.tolerates(taint) for t in pod.tolerations):
+        if not any(t.tolerates(taint) for t in tolerations):
             return False
     return True

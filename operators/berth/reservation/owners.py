@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from berth.api.reservation import Reservation
 from berth.podresources import Resources, pod_requests, sum_requests
 from berth.podstate import holds_capacity
+from berth.reservation.matching import PodFacts, facts_of, is_owner
 
 __all__ = [
     "ALLOCATED_ANNOTATION",
@@ -41,6 +43,8 @@ class OwnerPod:
     holding: bool
     """Bound and not finished: it still uses the reservation."""
     spec: Mapping[str, Any]
+    facts: PodFacts
+    """What owner matching reads of it: the annotation counts only for a real owner."""
 
     def reference(self) -> dict[str, str]:
         """The ``status.currentOwners`` entry for this pod."""
@@ -76,18 +80,21 @@ def owner_pod(pod: Mapping[str, Any]) -> tuple[str, OwnerPod] | None:
         reservation_uid=uid if isinstance(uid, str) and uid else None,
         holding=holds_capacity(node, (pod.get("status") or {}).get("phase")),
         spec=spec,
+        facts=facts_of(pod),
     )
     return target["name"], owner
 
 
-def owners_of(reservation_uid: str | None, pods: Iterable[OwnerPod]) -> list[OwnerPod]:
-    """The pods allocated to this reservation, not to an earlier one of the same name."""
+def owners_of(reservation: Reservation, pods: Iterable[OwnerPod]) -> list[OwnerPod]:
+    """The pods allocated to this reservation (not to an earlier one of the same name) that
+    are its owners: an annotation written by hand, or copied from a template onto a pod
+    the reservation's ``owners`` do not match, counts for nothing."""
+    uid = reservation.metadata.uid
     return [
         pod
         for pod in pods
-        if pod.reservation_uid is None
-        or reservation_uid is None
-        or pod.reservation_uid == reservation_uid
+        if (pod.reservation_uid is None or uid is None or pod.reservation_uid == uid)
+        and is_owner(reservation, pod.facts)
     ]
 
 

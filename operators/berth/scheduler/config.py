@@ -9,11 +9,14 @@ plugin is a ``ConfigError`` that names it, never a failure mid-cycle.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 API_VERSIONS = frozenset(
@@ -25,6 +28,13 @@ API_VERSIONS = frozenset(
     }
 )
 DEFAULT_SCHEDULER_NAME = "berth-scheduler"
+# The one profile both `kubectl apply -k manifests` and `berth run` without --config use.
+INSTALLED = "installed-config.yaml"
+CONFIGMAP_HEADER = """\
+# Generated from operators/berth/scheduler/installed-config.yaml (what `berth run` runs
+# without --config) by `python -m berth.scheduler.config --write manifests/scheduler-config.yaml`;
+# edit that file, not this one. Pods choose Berth with `schedulerName: berth-scheduler`.
+"""
 
 
 class ConfigError(ValueError):
@@ -64,6 +74,21 @@ class Plugins(_Model):
 class PluginConfig(_Model):
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _type_meta(self) -> PluginConfig:
+        """Args may carry their own ``apiVersion``/``kind`` (``LoadAwareSchedulingArgs``,
+        as Koordinator and scheduler-plugins write them): checked, then set aside."""
+        kind = self.args.pop("kind", None)
+        version = self.args.pop("apiVersion", None)
+        if kind is not None and kind != f"{self.name}Args":
+            raise ValueError(f"args of {self.name} have kind {kind!r}, expected {self.name}Args")
+        if version is not None and version not in API_VERSIONS:
+            raise ValueError(
+                f"args of {self.name} have apiVersion {version!r}, "
+                f"not one of {', '.join(sorted(API_VERSIONS))}"
+            )
+        return self
 
 
 class Profile(_Model):
@@ -134,10 +159,26 @@ def parse(document: Any, source: str = "configuration") -> SchedulerConfiguratio
     return config
 
 
+def installed_text() -> str:
+    return resources.files(__package__).joinpath(INSTALLED).read_text()
+
+
+def installed_configmap() -> str:
+    """manifests/scheduler-config.yaml: the installed profile as the ConfigMap mounted
+    into the controller."""
+    body = "".join(f"    {line}\n" if line else "\n" for line in installed_text().splitlines())
+    return (
+        f"{CONFIGMAP_HEADER}apiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+        "  name: berth-scheduler-config\n  namespace: berth-system\ndata:\n"
+        f"  scheduler-config.yaml: |\n{body}"
+    )
+
+
 def load(path: str | Path | None) -> SchedulerConfiguration:
-    """The configuration from a file, or the defaults (one profile, berth-scheduler)."""
+    """The configuration from a file, or without one the profile Berth's manifests
+    install."""
     if path is None:
-        return SchedulerConfiguration()
+        return parse(yaml.safe_load(installed_text()), "the installed configuration")
     try:
         text = Path(path).read_text()
     except OSError as err:
@@ -147,3 +188,25 @@ def load(path: str | Path | None) -> SchedulerConfiguration:
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     return parse(document, str(path))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``--write FILE`` regenerates the manifest; ``--check FILE`` exits 1 when it is stale."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] not in ("--write", "--check"):
+        sys.stderr.write("usage: python -m berth.scheduler.config --write|--check FILE\n")
+        return 2
+    target = Path(args[1])
+    if args[0] == "--write":
+        target.write_text(installed_configmap())
+        return 0
+    if not target.exists() or target.read_text() != installed_configmap():
+        sys.stderr.write(
+            f"{target} is stale; run: python -m berth.scheduler.config --write {target}\n"
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,7 +7,6 @@ nodes at once: a filter returns which rows pass and, for the rows that fail, why
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -17,9 +16,10 @@ import numpy as np
 from berth.scheduler.clusterevents import ClusterEventWithHint
 from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.reservations import ReservationBook
+from berth.scheduler.view import ClusterView
 
 if TYPE_CHECKING:
-    from berth.scheduler.view import ClusterView
     from berth.scheduler.writer import Writer
 
 MAX_NODE_SCORE = 100
@@ -31,6 +31,9 @@ class Code(Enum):
     # Preemption cannot help: the node is wrong for the pod whatever runs on it.
     UNRESOLVABLE = "UnschedulableAndUnresolvable"
     ERROR = "Error"
+    # PreFilter: this plugin has nothing to check for the pod (its Filter is not run).
+    # Bind: this plugin does not bind this pod; the next bind plugin does.
+    SKIP = "Skip"
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,19 @@ class Status:
         return self.code is Code.SUCCESS
 
     @property
+    def skipped(self) -> bool:
+        return self.code is Code.SKIP
+
+    @property
     def message(self) -> str:
         return ", ".join(self.reasons)
 
 
 SUCCESS = Status()
+
+
+def skip(plugin: str) -> Status:
+    return Status(Code.SKIP, (), plugin)
 
 
 def unschedulable(plugin: str, *reasons: str, resolvable: bool = True) -> Status:
@@ -97,6 +108,8 @@ class CycleState:
     released: Ints | None = None
     # Place regardless of what is requested on the nodes (a pre-allocated reservation).
     ignore_requested: bool = False
+    # PreFilter plugins that answered Skip: their Filter is not run for this pod.
+    skip_filter: set[str] = field(default_factory=set)
     # Rows PreFilter plugins limited the attempt to, and which plugins did.
     node_subset: Mask | None = None
     node_subset_by: tuple[str, ...] = ()
@@ -106,22 +119,43 @@ class CycleState:
         self.node_subset_by = (*self.node_subset_by, plugin)
 
 
+class Runner(Protocol):
+    """What a plugin may ask of its profile's framework (preemption's dry runs)."""
+
+    def run_filter_at(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]: ...
+
+    def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
+
+    def run_remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
+
+    async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+
 @dataclass
 class Handle:
-    """What plugins may reach: the cluster view, the API writer, the profile's filters."""
+    """What plugins may reach: the cluster view, the reservation book, the API writer and
+    their profile's framework (set once the framework is built, as kube-scheduler's
+    framework is its plugins' handle)."""
 
     view: ClusterView
+    reservations: ReservationBook
     profile: str
     writer: Writer | None = None
-    # Set by the profile's Cycle, for dry runs: why the pod does not fit on a row (the
-    # reasons of the first failing filter), empty when it fits.
-    reasons_at: Callable[[CycleState, PodInfo, int], tuple[str, ...]] | None = None
+    framework: Runner | None = None
+
+    @property
+    def runner(self) -> Runner:
+        assert self.framework is not None, "plugins run only inside a built framework"
+        return self.framework
 
 
 class Plugin:
     """Base of every plugin: a name and its args from the configuration."""
 
     name: ClassVar[str]
+    # Kinds whose watch events this plugin keeps a cache of, through ``on_event``: the
+    # event table calls it after the view and the reservation book, before the queue.
+    consumes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         self.args = args
@@ -131,6 +165,9 @@ class Plugin:
         """The cluster events that may undo this plugin's rejections (none: never requeued
         for this plugin's sake, only by the five-minute flush)."""
         return ()
+
+    def on_event(self, kind: str, event: str, obj: Any) -> None:
+        """A watch event of a kind in ``consumes`` (a PodInfo for pods, else the object)."""
 
 
 @runtime_checkable
@@ -154,6 +191,14 @@ class PreFilterExtensions(Protocol):
 
 
 @runtime_checkable
+class EvictionGuardPlugin(Protocol):
+    """A plugin that acts when a preemption has chosen its victims, before any is evicted
+    (Berth's, not kube-scheduler's): a failure cancels the preemption."""
+
+    async def before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+
+@runtime_checkable
 class FilterPlugin(Protocol):
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict: ...
 
@@ -173,6 +218,10 @@ class Diagnosis:
     histogram: dict[str, int]
     resolvable_rows: Mask
     prefilter: Status | None = None
+    # The plugins that rejected the pod somewhere: only their cluster events requeue it.
+    plugins: frozenset[str] = frozenset()
+    # Per reason: the plugin that gave it and the rows it was charged for.
+    rejected_by: dict[str, tuple[str, Mask]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,28 @@
-"""Scheduler metrics under kube-scheduler's names.
+"""Scheduler metrics under kube-scheduler's names, and Berth's features under ``berth_``.
 
-The names, labels and buckets are kube-scheduler's (pkg/scheduler/metrics), so the
-dashboards and alerts people already have for kube-scheduler work for Berth unchanged.
+The names, labels and buckets of the first are kube-scheduler's (pkg/scheduler/metrics), so
+the dashboards and alerts people already have for kube-scheduler work for Berth unchanged.
+The feature metrics (quotas, reservations, NodeMetric reports, the NUMA pending ledger,
+pods by the plugin keeping them pending) are read from the scheduler's view at scrape time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from berth.podresources import CPU, Resources, resource_list
+
+if TYPE_CHECKING:
+    from berth.scheduler.decisions.ledger import DecisionLedger
+    from berth.scheduler.view import ClusterView
 
 ATTEMPT_RESULTS = ("scheduled", "unschedulable", "error")
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")
@@ -123,3 +136,175 @@ class SchedulerMetrics:
     def observe_scheduled(self, attempts: int, seconds: float) -> None:
         """Record a pod's time from entering the queue to being scheduled."""
         self.pod_scheduling_sli_duration.labels(attempts=attempts_label(attempts)).observe(seconds)
+
+    def watch(
+        self,
+        view: ClusterView,
+        decisions: DecisionLedger,
+        pending_ledgers: Callable[[], Iterable[Mapping[str, Resources]]] = tuple,
+    ) -> None:
+        """Export the feature metrics of a scheduler's view from now on."""
+        self.registry.register(FeatureCollector(view, decisions, pending_ledgers))
+
+
+def base_units(resource: str, value: int) -> float:
+    """Scheduler units to Prometheus' base units: cpu in cores, the rest as they are."""
+    return value / 1000 if resource == CPU else float(value)
+
+
+class FeatureCollector(Collector):
+    """Berth's feature metrics, computed from the view on each scrape (the view is only
+    changed by the event loop the scrape also runs in, so it is consistent)."""
+
+    def __init__(
+        self,
+        view: ClusterView,
+        decisions: DecisionLedger,
+        pending_ledgers: Callable[[], Iterable[Mapping[str, Resources]]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.view = view
+        self.decisions = decisions
+        self.pending_ledgers = pending_ledgers
+        self.clock = clock
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(self._families())
+
+    def _families(self) -> list[GaugeMetricFamily]:
+        quota = ["namespace", "name", "resource"]
+        units = "cpu in cores, memory and storage in bytes, other resources in counts"
+        return [
+            GaugeMetricFamily(
+                "berth_elasticquota_min",
+                f"ElasticQuota spec.min per resource ({units}).",
+                labels=quota,
+            ),
+            GaugeMetricFamily(
+                "berth_elasticquota_max",
+                f"ElasticQuota spec.max per resource ({units}); absent: unlimited.",
+                labels=quota,
+            ),
+            GaugeMetricFamily(
+                "berth_elasticquota_used",
+                f"ElasticQuota status.used per resource ({units}).",
+                labels=quota,
+            ),
+            GaugeMetricFamily(
+                "berth_reservations", "Reservations by status.phase.", labels=["phase"]
+            ),
+            GaugeMetricFamily(
+                "berth_reservation_allocatable",
+                f"Resources held by reservations (status.allocatable), by phase ({units}).",
+                labels=["phase", "resource"],
+            ),
+            GaugeMetricFamily(
+                "berth_reservation_allocated",
+                f"Resources of reservations used by their owners (status.allocated), by phase "
+                f"({units}).",
+                labels=["phase", "resource"],
+            ),
+            GaugeMetricFamily(
+                "berth_nodemetric_report_age_seconds",
+                "Seconds since each node's NodeMetric was last reported (status.updateTime).",
+                labels=["node"],
+            ),
+            GaugeMetricFamily(
+                "scheduler_unschedulable_pods",
+                "Pending pods by the plugins that rejected them in their last attempt (a pod "
+                "counts once for each such plugin), as recorded in the decision records.",
+                labels=["plugin", "profile"],
+            ),
+            GaugeMetricFamily(
+                "berth_decision_records",
+                "Pending pods whose last scheduling decision is kept for /debug/pods.",
+            ),
+            GaugeMetricFamily(
+                "berth_numa_pending_ledger_nodes",
+                "Nodes whose NodeResourceTopology report does not include pods placed on them "
+                "yet (the NUMA pending ledger's entries).",
+            ),
+            GaugeMetricFamily(
+                "berth_numa_pending_ledger_requests",
+                f"Requests of the pods in the NUMA pending ledger, summed over nodes ({units}).",
+                labels=["resource"],
+            ),
+        ]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        families = {f.name: f for f in self._families()}
+        self._quotas(families)
+        self._reservations(families)
+        self._node_metrics(families)
+        self._scheduler(families)
+        return iter(families.values())
+
+    def _quotas(self, families: dict[str, GaugeMetricFamily]) -> None:
+        for obj in self.view.custom.get("ElasticQuota", {}).values():
+            meta = obj.get("metadata") or {}
+            quota = [meta.get("namespace") or "", meta.get("name") or ""]
+            spec = obj.get("spec") or {}
+            status = obj.get("status") or {}
+            for field, source in (
+                ("min", spec.get("min")),
+                ("max", spec.get("max")),
+                ("used", status.get("used")),
+            ):
+                for resource, value in sorted(resource_list(source).items()):
+                    families[f"berth_elasticquota_{field}"].add_metric(
+                        [*quota, resource], base_units(resource, value)
+                    )
+
+    def _reservations(self, families: dict[str, GaugeMetricFamily]) -> None:
+        phases: dict[str, int] = {}
+        held: dict[tuple[str, str, str], int] = {}
+        for obj in self.view.custom.get("Reservation", {}).values():
+            status = obj.get("status") or {}
+            phase = str(status.get("phase") or "")
+            phases[phase] = phases.get(phase, 0) + 1
+            for field in ("allocatable", "allocated"):
+                for resource, value in resource_list(status.get(field)).items():
+                    slot = (field, phase, resource)
+                    held[slot] = held.get(slot, 0) + value
+        for phase, count in sorted(phases.items()):
+            families["berth_reservations"].add_metric([phase], count)
+        for (field, phase, resource), value in sorted(held.items()):
+            families[f"berth_reservation_{field}"].add_metric(
+                [phase, resource], base_units(resource, value)
+            )
+
+    def _node_metrics(self, families: dict[str, GaugeMetricFamily]) -> None:
+        now = self.clock()
+        for obj in self.view.custom.get("NodeMetric", {}).values():
+            updated = _timestamp((obj.get("status") or {}).get("updateTime"))
+            if updated is not None:
+                name = (obj.get("metadata") or {}).get("name") or ""
+                families["berth_nodemetric_report_age_seconds"].add_metric(
+                    [name], max(0.0, now - updated)
+                )
+
+    def _scheduler(self, families: dict[str, GaugeMetricFamily]) -> None:
+        for (plugin, profile), count in sorted(self.decisions.by_plugin().items()):
+            families["scheduler_unschedulable_pods"].add_metric([plugin, profile], count)
+        families["berth_decision_records"].add_metric([], len(self.decisions))
+        nodes = 0
+        requests: Resources = {}
+        for ledger in self.pending_ledgers():
+            nodes += len(ledger)
+            for pending in ledger.values():
+                for resource, value in pending.items():
+                    requests[resource] = requests.get(resource, 0) + value
+        families["berth_numa_pending_ledger_nodes"].add_metric([], nodes)
+        for resource, value in sorted(requests.items()):
+            families["berth_numa_pending_ledger_requests"].add_metric(
+                [resource], base_units(resource, value)
+            )
+
+
+def _timestamp(value: Any) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

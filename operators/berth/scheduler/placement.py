@@ -1,5 +1,7 @@
 """Placing Reservations: a Pending reservation is scheduled as the pod its template
-describes, and the outcome is written to its status instead of a binding.
+describes, through the same plugin points as a pod, and the outcome is written to its
+status instead of a binding (DefaultBinder calls ``placed``; the failure path calls
+``unschedulable``).
 
 Success: ``status.nodeName``, ``status.allocatable`` (the template's requests), phase
 ``Available`` with ``Scheduled=True`` and ``Ready=True``, and the capacity is held at once.
@@ -20,14 +22,15 @@ from berth import log
 from berth.api.reservation import GROUP, VERSION, ReservationPhase
 from berth.quota.usage import as_resource_list
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.reservations import KIND, Held, template_pod
+from berth.scheduler.reservations import KIND, Held, ReservationBook
 from berth.scheduler.view import ClusterView
 from berth.scheduler.writer import Writer, now
 
 logger = log.get(__name__)
 
 API_VERSION = f"{GROUP}/{VERSION}"
+# The plugin that places reservations and lets owners use them.
+RESERVATION_PLUGIN = "Reservation"
 NO_REQUESTS = (
     "the template requests no resources: a reservation holds what its template's "
     "containers request (spec.template.spec.containers[].resources.requests)"
@@ -45,39 +48,61 @@ def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, A
     }
 
 
+def _text(resources: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(as_resource_list(resources).items()))
+
+
+def no_reservation_plugin(profile: str) -> str:
+    return (
+        f"scheduler profile {profile!r} does not enable the {RESERVATION_PLUGIN} plugin, "
+        "which places reservations: enable it, or name another profile in "
+        "spec.template.spec.schedulerName"
+    )
+
+
+def pending(event: str, obj: dict[str, Any]) -> bool:
+    """Whether a Reservation's watch event leaves it waiting to be placed."""
+    meta = obj.get("metadata") or {}
+    phase = (obj.get("status") or {}).get("phase")
+    return (
+        event != "DELETED"
+        and phase in (None, ReservationPhase.PENDING)
+        and not meta.get("deletionTimestamp")
+    )
+
+
 @dataclass
 class ReservationPlacement:
     view: ClusterView
-    queue: SchedulingQueue
+    book: ReservationBook
     writer: Writer
-    default_scheduler: str
-    schedulers: frozenset[str]
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _explained: set[tuple[str, tuple[tuple[str, int], ...]]] = field(default_factory=set)
 
-    # -- intake ----------------------------------------------------------------------------
+    def refuse(self, obj: dict[str, Any], message: str) -> None:
+        """A reservation that cannot be placed whatever the cluster holds: say why on it."""
+        self.writer.event(
+            obj, KIND, "FailedScheduling", message, warning=True, api_version=API_VERSION
+        )
+        self._spawn_status(obj, self._unschedulable_status(message))
 
-    def on_reservation(self, event: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        uid = meta.get("uid", "")
-        phase = (obj.get("status") or {}).get("phase")
-        pending = event != "DELETED" and phase in (None, ReservationPhase.PENDING)
-        if not pending or meta.get("deletionTimestamp"):
-            self.queue.delete(uid)
+    def explain_resize(self, held: Held) -> None:
+        """A placed reservation whose template now asks for something else keeps what it
+        was granted (no overcommit): a warning says so, once per new size."""
+        wanted = held.template.requests
+        key = (held.uid, tuple(sorted(wanted.items())))
+        if key in self._explained:
             return
-        pod = template_pod(obj, self.view.priority_classes)
-        if not (pod.raw.get("spec") or {}).get("schedulerName"):
-            pod.scheduler_name = self.default_scheduler
-        if pod.scheduler_name not in self.schedulers:
-            return  # another scheduler's reservation
-        if uid in self.view.reservations.held:
-            return  # placed a moment ago; the watch has not caught up
-        if not pod.requests:
-            self.writer.event(
-                obj, KIND, "FailedScheduling", NO_REQUESTS, warning=True, api_version=API_VERSION
-            )
-            self._spawn_status(obj, self._unschedulable_status(NO_REQUESTS))
-            return
-        self.queue.add(pod)
+        self._explained.add(key)
+        message = (
+            f"spec.template now requests {_text(wanted)} but the reservation holds "
+            f"{_text(held.allocatable)} on node {held.node}, as granted when it was placed: "
+            "a placed reservation is not resized; create a new Reservation for the new size"
+        )
+        self.writer.event(
+            held.raw, KIND, "ResizeRefused", message, warning=True, api_version=API_VERSION
+        )
+        logger.info("reservation resize refused", namespace=None, name=held.name, node=held.node)
 
     def _spawn_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
         task = asyncio.get_running_loop().create_task(self._write(obj, status))
@@ -99,7 +124,8 @@ class ReservationPlacement:
 
     async def placed(self, pod: PodInfo, node: str, pre_allocated: bool) -> bool:
         """Write the placement; the capacity is held from now on (False: not written)."""
-        obj: dict[str, Any] = pod.extra[KIND]
+        obj = pod.reservation
+        assert obj is not None
         phase = ReservationPhase.WAITING if pre_allocated else ReservationPhase.AVAILABLE
         ready = (
             condition(
@@ -118,9 +144,10 @@ class ReservationPlacement:
             ],
         }
         held_obj = {**obj, "status": {**(obj.get("status") or {}), **status}}
-        self.view.reservations.on_reservation("MODIFIED", held_obj)
+        self.book.on_reservation("MODIFIED", held_obj)
+        self.view.forget(pod)  # the book holds the capacity from now on, not the template
         if not await self._write(obj, status):
-            self.view.reservations.release(pod.uid)
+            self.book.release(pod.uid)
             return False
         message = f"Reservation {pod.name} placed on node {node}"
         self.writer.event(obj, KIND, "Scheduled", message, api_version=API_VERSION)
@@ -144,7 +171,8 @@ class ReservationPlacement:
         }
 
     async def unschedulable(self, pod: PodInfo, message: str) -> None:
-        obj: dict[str, Any] = pod.extra[KIND]
+        obj = pod.reservation
+        assert obj is not None
         pinned = (pod.raw.get("spec") or {}).get("nodeName")
         if pinned and pinned not in self.view.nodes.index:
             message = f"node {pinned} (spec.template.spec.nodeName) does not exist; {message}"
@@ -165,7 +193,7 @@ class ReservationPlacement:
     async def check_waiting(self) -> None:
         """A pre-allocated reservation becomes Available once its node has room for it."""
         nodes = self.view.nodes
-        for held in list(self.view.reservations.held.values()):
+        for held in list(self.book.held.values()):
             status = held.reservation.status
             if status is None or status.phase != ReservationPhase.WAITING:
                 continue
@@ -190,7 +218,7 @@ class ReservationPlacement:
         }
         if await self._write(held.raw, status):
             obj = {**held.raw, "status": {**(held.raw.get("status") or {}), **status}}
-            self.view.reservations.on_reservation("MODIFIED", obj)
+            self.book.on_reservation("MODIFIED", obj)
             self.writer.event(
                 held.raw,
                 KIND,

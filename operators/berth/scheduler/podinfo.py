@@ -14,6 +14,13 @@ from typing import Any
 from berth.api.meta import NodeSelector, PreferredSchedulingTerm, Toleration
 from berth.podresources import CPU, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, MEMORY, pod_requests
 from berth.podstate import TERMINAL_PHASES, holds_capacity
+from berth.scheduler.podterms import (
+    NO_AFFINITY,
+    PodAffinity,
+    SpreadConstraint,
+    image_names,
+    spread_constraints,
+)
 
 PREEMPTION_REASON = "PreemptionByScheduler"
 
@@ -87,6 +94,15 @@ class PodInfo:
     preempted: bool = False
     # When it was bound (PodScheduled=True), None before that.
     scheduled_at: float | None = None
+    # spec.affinity.podAffinity / podAntiAffinity.
+    pod_affinity: PodAffinity = NO_AFFINITY
+    # spec.topologySpreadConstraints (selectors narrowed by matchLabelKeys).
+    spread: tuple[SpreadConstraint, ...] = ()
+    # Container images (init and app), normalized with ``:latest``.
+    images: tuple[str, ...] = ()
+    # The Reservation object this pod stands for (its template being placed, or the
+    # capacity it holds on a node); None for real pods.
+    reservation: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -119,12 +135,17 @@ class PodInfo:
             return cls.from_pod(pod)
         meta = pod.get("metadata") or {}
         status = pod.get("status") or {}
+        labels = dict(meta.get("labels") or {})
         return dataclasses.replace(
             previous,
             raw=pod,
             node_name=spec.get("nodeName") or "",
             phase=status.get("phase") or "Pending",
-            labels=dict(meta.get("labels") or {}),
+            labels=labels,
+            # matchLabelKeys read the pod's labels.
+            spread=previous.spread
+            if labels == previous.labels
+            else spread_constraints(spec, labels),
             annotations=dict(meta.get("annotations") or {}),
             nominated_node=status.get("nominatedNodeName") or "",
             deleting=bool(meta.get("deletionTimestamp")),
@@ -143,6 +164,8 @@ class PodInfo:
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
         requests = pod_requests(spec)
         nonzero = pod_requests(spec, non_zero=True)
+        labels = dict(meta.get("labels") or {})
+        namespace = meta.get("namespace") or ""
         return cls(
             raw=pod,
             uid=meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}",
@@ -169,4 +192,7 @@ class PodInfo:
             started=_timestamp(status.get("startTime")) or None,
             preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
             scheduled_at=_scheduled_at(status),
+            pod_affinity=PodAffinity.parse(spec.get("affinity") or {}, namespace),
+            spread=spread_constraints(spec, labels),
+            images=image_names(spec),
         )

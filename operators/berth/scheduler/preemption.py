@@ -109,7 +109,12 @@ class Evaluator:
         policy: VictimPolicy,
         preempted_message: str,
     ) -> PostFilterResult:
-        """Choose victims on one of ``rows``, evict them and nominate the pod there."""
+        """Choose victims on one of ``rows``, evict them and nominate the pod there.
+
+        A Reservation does not preempt: it waits for room (or is pre-allocated).
+        """
+        if pod.reservation is not None:
+            return PostFilterResult()
         reason = self.not_eligible(pod, diagnosis, policy)
         if reason:
             return self.fail(f"preemption: {reason}")
@@ -119,6 +124,9 @@ class Evaluator:
             message = f"preemption: 0/{diagnosis.nodes} nodes are available: {text}."
             return self.fail(message, attempted=True)
         best = min(candidates, key=Candidate.rank)
+        guarded = await self.handle.runner.run_before_eviction(state, pod, best.node)
+        if not guarded.ok:
+            return self.fail(f"preemption: {guarded.message}", attempted=True)
         await self._prepare(pod, best, preempted_message, policy)
         return PostFilterResult(nominated_node=best.node, attempted=True, victims=len(best.victims))
 
@@ -175,21 +183,26 @@ class Evaluator:
     def select_victims(
         self, state: CycleState, pod: PodInfo, row: int, policy: VictimPolicy
     ) -> Candidate | tuple[str, ...]:
-        """Fewest pods to evict from the node so the pod fits, or why no eviction would do."""
-        nodes = self.handle.view.nodes
+        """Fewest pods to evict from the node so the pod fits, or why no eviction would do.
+
+        Pods are taken off and put back through the framework, so the plugins that count
+        pods in PreFilter (spread, affinity) see the dry run too.
+        """
+        runner = self.handle.runner
         assumed = self.handle.view.assumed
+        shielded = self.handle.reservations.shielded_from(pod)  # reserved capacity stays
         potential = [
             p
             for p in policy.potential_victims(pod, row)
-            if p.uid not in assumed and not is_reservation(p)  # reserved capacity stays
+            if p.uid not in assumed and not is_reservation(p) and p.uid not in shielded
         ]
         if not potential:
             return (NO_VICTIMS,)
         for victim in potential:
-            nodes.remove_pod(row, victim)
+            runner.run_remove_pod(state, pod, victim, row)
         removed = list(potential)
         try:
-            reasons = self._reasons(state, pod, row) or policy.blocking(pod, removed)
+            reasons = runner.run_filter_at(state, pod, row) or policy.blocking(pod, removed)
             if reasons:
                 return reasons
             violating, others = self._split_by_pdb(more_important_first(potential))
@@ -197,24 +210,21 @@ class Evaluator:
             violations = 0
             for group, counts in ((violating, True), (others, False)):
                 for candidate in group:
-                    nodes.add_pod(row, candidate)
+                    runner.run_add_pod(state, pod, candidate, row)
                     removed.remove(candidate)
-                    if not self._reasons(state, pod, row) and not policy.blocking(pod, removed):
+                    if not runner.run_filter_at(state, pod, row) and not policy.blocking(
+                        pod, removed
+                    ):
                         continue  # reprieved
-                    nodes.remove_pod(row, candidate)
+                    runner.run_remove_pod(state, pod, candidate, row)
                     removed.append(candidate)
                     victims.append(candidate)
                     violations += int(counts)
-            return Candidate(
-                nodes.names[row], row, tuple(more_important_first(victims)), violations
-            )
+            names = self.handle.view.nodes.names
+            return Candidate(names[row], row, tuple(more_important_first(victims)), violations)
         finally:
             for victim in removed:
-                nodes.add_pod(row, victim)
-
-    def _reasons(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
-        assert self.handle.reasons_at is not None
-        return self.handle.reasons_at(state, pod, row)
+                runner.run_add_pod(state, pod, victim, row)
 
     def _split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
         """kube-scheduler's filterPodsWithPDBViolation, budget by budget."""

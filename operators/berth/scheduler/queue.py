@@ -30,6 +30,8 @@ class _Entry:
     queued_at: float = 0.0  # when it (re-)entered the queue: the tie-break after priority
     ready_at: float = 0.0  # end of backoff
     since: float = 0.0  # entered the unschedulable area
+    # The plugins that rejected it last: only their cluster events bring it back.
+    rejected_by: frozenset[str] = frozenset()
 
 
 class SchedulingQueue:
@@ -114,11 +116,12 @@ class SchedulingQueue:
         self._moved_in_flight.discard(uid)
         self._entries.pop(uid, None)
 
-    def unschedulable(self, pod: PodInfo) -> None:
+    def unschedulable(self, pod: PodInfo, rejected_by: frozenset[str] = frozenset()) -> None:
         """No node fit. Waits for a helpful event, unless one came while it was in flight."""
         entry = self._finish_attempt(pod)
         if entry is None:
             return
+        entry.rejected_by = rejected_by
         if pod.uid in self._moved_in_flight:
             self._moved_in_flight.discard(pod.uid)
             self._to_backoff_or_active(entry)
@@ -148,12 +151,21 @@ class SchedulingQueue:
 
     # -- cluster events ----------------------------------------------------------------
 
-    def move_all(self, event: str = "") -> None:
-        """Something changed that may help: unschedulable pods go back to be tried."""
+    def move_all(self) -> None:
+        """Something changed that may help any pod: unschedulable pods go back to be tried."""
+        self.move(lambda _pod, _rejected_by: True)
+
+    def move(self, helps: Callable[[PodInfo, frozenset[str]], bool]) -> None:
+        """A cluster event: the unschedulable pods it may help (``helps`` of the pod and the
+        plugins that rejected it) go back to be tried. Pods in flight are tried again at
+        once if they fail, whatever the event, as kube-scheduler does with events that
+        arrive during an attempt."""
         self._moved_in_flight |= self._in_flight
         for uid in list(self._unschedulable):
-            self._unschedulable.discard(uid)
-            self._to_backoff_or_active(self._entries[uid])
+            entry = self._entries[uid]
+            if helps(entry.pod, entry.rejected_by):
+                self._unschedulable.discard(uid)
+                self._to_backoff_or_active(entry)
 
     def flush_unschedulable_leftovers(self) -> None:
         """Pods unschedulable for five minutes are tried again whatever happened."""

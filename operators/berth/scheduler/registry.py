@@ -1,4 +1,4 @@
-"""Plugins by name, kube-scheduler's default set, and resolving a profile into plugins.
+"""Plugins by name, kube-scheduler's default set, and building a profile's framework.
 
 Resolution follows kube-scheduler: the defaults are a multiPoint list; a profile's
 multiPoint and per-point ``disabled`` remove defaults (``"*"`` all of them at that point),
@@ -8,14 +8,15 @@ weight). A plugin is instantiated once per profile and serves every point it imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
-from berth.scheduler.framework import EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.framework import ACCEPTED_POINTS, EXTENSION_POINTS, Handle, Plugin
 from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
+from berth.scheduler.plugins.imagelocality import ImageLocality
+from berth.scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.nodeaffinity import NodeAffinity
 from berth.scheduler.plugins.nodename import NodeName
@@ -23,9 +24,17 @@ from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.placementfields import PlacementFields
+from berth.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
+from berth.scheduler.reservations import ReservationBook
+from berth.scheduler.runtime import Framework
+from berth.scheduler.view import ClusterView
+
+if TYPE_CHECKING:
+    from berth.scheduler.writer import Writer
 
 PLUGINS: dict[str, type[Plugin]] = {
     cls.name: cls
@@ -38,6 +47,10 @@ PLUGINS: dict[str, type[Plugin]] = {
         NodePorts,
         NodeResourcesFit,
         NodeResourcesBalancedAllocation,
+        PodTopologySpread,
+        InterPodAffinity,
+        ImageLocality,
+        PlacementFields,
         DefaultPreemption,
         DefaultBinder,
         CapacityScheduling,
@@ -52,6 +65,8 @@ QUEUE_SORT = "PrioritySort"
 # kube-scheduler's default multiPoint plugins that Berth implements, in kube-scheduler's
 # order (which is also the order filters run in), with kube-scheduler's score weights.
 DEFAULTS: tuple[PluginRef, ...] = (
+    # Berth's own, first: a pod asking for placement Berth lacks is refused by name.
+    PluginRef(name="PlacementFields"),
     PluginRef(name="SchedulingGates"),
     PluginRef(name="NodeUnschedulable"),
     PluginRef(name="NodeName"),
@@ -59,24 +74,47 @@ DEFAULTS: tuple[PluginRef, ...] = (
     PluginRef(name="NodeAffinity", weight=2),
     PluginRef(name="NodePorts"),
     PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="PodTopologySpread", weight=2),
+    PluginRef(name="InterPodAffinity", weight=2),
     PluginRef(name="DefaultPreemption"),
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
+    PluginRef(name="ImageLocality", weight=1),
     PluginRef(name="DefaultBinder"),
 )
 
 # kube-scheduler plugins Berth does not implement: named in the error so users know.
 NOT_IMPLEMENTED = frozenset(
     {
-        "PodTopologySpread",
-        "InterPodAffinity",
         "VolumeBinding",
         "VolumeRestrictions",
         "VolumeZone",
         "NodeVolumeLimits",
-        "ImageLocality",
         "DynamicResources",
     }
 )
+
+
+# Points the upstream plugin implements whose work Berth does within the plugin's other
+# points (or, for a placement's time and a Reservation's binding, in the scheduler
+# itself). Configurations that name them load as they do in kube-scheduler; disabling
+# one would switch that work off upstream, which Berth cannot do alone, so it is refused.
+FOLDED_POINTS: dict[str, frozenset[str]] = {
+    # Koordinator's Reservation: filter and postFilter checks run in its preFilter here,
+    # preScore in its score, and a Reservation is bound by the scheduler itself.
+    "Reservation": frozenset({"filter", "postFilter", "preScore", "bind"}),
+    # scheduler-plugins: preFilter's per-pod work runs in filter; reserve and postBind
+    # feed the pending ledger, fed here by the cluster view's placement record.
+    "NodeResourceTopologyMatch": frozenset({"preFilter", "reserve", "postBind"}),
+    # Koordinator: preFilter's per-pod work runs in filter and score; reserve records the
+    # placement time, which the cluster view records for every plugin.
+    "LoadAwareScheduling": frozenset({"preFilter", "reserve"}),
+    # kube-scheduler: preScore's per-pod work runs in score; NodePorts's preFilter in filter.
+    "TaintToleration": frozenset({"preScore"}),
+    "NodeAffinity": frozenset({"preScore"}),
+    "NodeResourcesFit": frozenset({"preFilter", "preScore"}),
+    "NodeResourcesBalancedAllocation": frozenset({"preScore"}),
+    "NodePorts": frozenset({"preFilter"}),
+}
 
 
 def _check_known(name: str, where: str) -> None:
@@ -105,39 +143,91 @@ def _merge(defaults: list[PluginRef], custom: PluginSet, where: str) -> list[Plu
     return merged
 
 
-@dataclass
-class ProfilePlugins:
-    """The resolved plugins of one profile, per extension point, in order."""
-
-    profile: Profile
-    instances: dict[str, Plugin] = field(default_factory=dict)
-    points: dict[str, list[Plugin]] = field(default_factory=dict)
-    weights: dict[str, int] = field(default_factory=dict)
-
-    def at(self, point: str) -> list[Any]:
-        return self.points.get(point, [])
+def _folded(name: str, point: str) -> bool:
+    return point in FOLDED_POINTS.get(name, frozenset()) and not (
+        point in EXTENSION_POINTS and isinstance_of(name, EXTENSION_POINTS[point])
+    )
 
 
-def resolve(profile: Profile, handle: Handle) -> ProfilePlugins:
+def _without_folded(custom: PluginSet, point: str, where: str) -> tuple[PluginSet, list[str]]:
+    """The point's own entries, and the plugins named there for a point Berth folds."""
+    for ref in custom.enabled:
+        _check_known(ref.name, where)
+    folded = [r.name for r in [*custom.enabled, *custom.disabled] if _folded(r.name, point)]
+    own = PluginSet(
+        enabled=[r for r in custom.enabled if not _folded(r.name, point)],
+        disabled=[r for r in custom.disabled if not _folded(r.name, point)],
+    )
+    return own, folded
+
+
+def _check_folded(framework: Framework, point: str, custom: PluginSet, where: str) -> None:
+    """Enabled at a folded point: the plugin must run at its own points. Disabled there
+    while it runs: refused, unless that point's work is off anyway (the topology ledger's
+    reserve, with the ledger off)."""
+    for ref in custom.enabled:
+        if _folded(ref.name, point) and ref.name not in framework.instances:
+            raise ConfigError(
+                f"{where}: {ref.name} does its {point} work within its other extension "
+                "points, where it is not enabled in this profile"
+            )
+    for ref in custom.disabled:
+        instance = framework.instances.get(ref.name)
+        if not _folded(ref.name, point) or instance is None:
+            continue
+        if point == "reserve" and not getattr(instance, "track_pending", True):
+            continue
+        raise ConfigError(
+            f"{where}: {ref.name} cannot be disabled at {point} alone: Berth does that "
+            "work within the plugin's other extension points"
+        )
+
+
+def build(
+    profile: Profile,
+    view: ClusterView,
+    reservations: ReservationBook,
+    writer: Writer | None = None,
+    percentage_of_nodes_to_score: int | None = None,
+) -> Framework:
+    """The profile's framework: its plugins resolved per extension point, instantiated once
+    each and given a handle on the view, the reservation book, the writer and the framework."""
     where = f"profile {profile.scheduler_name!r}"
     multi = _merge(list(DEFAULTS), profile.plugins.multi_point, f"{where} multiPoint")
     for ref in profile.plugins.queue_sort.enabled:
         if ref.name != QUEUE_SORT:
             raise ConfigError(f"{where} queueSort: only {QUEUE_SORT} is supported")
-    resolved = ProfilePlugins(profile)
+    handle = Handle(view, reservations, profile.scheduler_name, writer)
+    percentage = profile.percentage_of_nodes_to_score
+    framework = Framework(
+        profile.scheduler_name,
+        handle,
+        percentage if percentage is not None else percentage_of_nodes_to_score,
+    )
+    handle.framework = framework
+    customs = {
+        point: getattr(profile.plugins, _attr(point))
+        for point in sorted(ACCEPTED_POINTS - {"multiPoint", "queueSort"})
+    }
+    for point in sorted(set(customs) - set(EXTENSION_POINTS)):  # points no plugin has here
+        _, folded = _without_folded(customs[point], point, f"{where} {point}")
+        for ref in customs[point].enabled:
+            if ref.name not in folded:
+                raise ConfigError(f"{where} {point}: plugin {ref.name!r} has no {point} point")
     for point, protocol in EXTENSION_POINTS.items():
-        custom: PluginSet = getattr(profile.plugins, _attr(point))
+        custom, _ = _without_folded(customs[point], point, f"{where} {point}")
         defaults = [ref for ref in multi if isinstance_of(ref.name, protocol)]
         chosen = _merge(defaults, custom, f"{where} {point}")
-        plugins = []
+        plugins = getattr(framework, _attr(point))
         for ref in chosen:
             if not isinstance_of(ref.name, protocol):
                 raise ConfigError(f"{where} {point}: plugin {ref.name!r} has no {point} point")
-            plugins.append(_instance(resolved, ref.name, profile, handle))
+            plugins.append(_instance(framework, ref.name, profile, handle))
             if point == "score":
-                resolved.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
-        resolved.points[point] = plugins
-    return resolved
+                framework.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
+    for point, custom in customs.items():
+        _check_folded(framework, point, custom, f"{where} {point}")
+    return framework
 
 
 def isinstance_of(name: str, protocol: type) -> bool:
@@ -153,12 +243,12 @@ def _attr(point: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in point)
 
 
-def _instance(resolved: ProfilePlugins, name: str, profile: Profile, handle: Handle) -> Plugin:
-    if name not in resolved.instances:
+def _instance(framework: Framework, name: str, profile: Profile, handle: Handle) -> Plugin:
+    if name not in framework.instances:
         try:
-            resolved.instances[name] = PLUGINS[name](profile.args_for(name), handle)
+            framework.instances[name] = PLUGINS[name](profile.args_for(name), handle)
         except (ValueError, TypeError, KeyError) as err:
             raise ConfigError(
                 f"profile {profile.scheduler_name!r} pluginConfig {name}: {err}"
             ) from err
-    return resolved.instances[name]
+    return framework.instances[name]

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from berth import log
 from berth.api.reservation import Reservation, ReservationPhase
-from berth.podresources import Resources
+from berth.podresources import Resources, resource_list
+from berth.reservation.matching import facts_of, is_owner
 from berth.reservation.owners import owner_pod
 from berth.scheduler.podinfo import PodInfo
-
-if TYPE_CHECKING:
-    from berth.scheduler.view import ClusterView
+from berth.scheduler.view import ClusterView
 
 logger = log.get(__name__)
 
@@ -52,7 +51,7 @@ def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]
     }
     pod = PodInfo.from_pod(raw)
     pod.node_name = ""  # a pinned template (spec.nodeName) is not bound: NodeName checks it
-    pod.extra[KIND] = obj
+    pod.reservation = obj
     return pod
 
 
@@ -129,7 +128,7 @@ class ReservationBook:
             reservation=reservation,
             raw=obj,
             node=node,
-            allocatable=dict(template.requests),
+            allocatable=granted(obj, template),
             template=template,
             owners=previous.owners if previous is not None else self._owners_of(reservation),
         )
@@ -159,6 +158,7 @@ class ReservationBook:
                 name == reservation.metadata.name
                 and owner.holding
                 and (owner.reservation_uid in (None, reservation.metadata.uid))
+                and is_owner(reservation, facts_of(pod.raw))
             ):
                 owners[pod.uid] = pod.requests
         owners.update(self.assumed.get(reservation.metadata.uid or "", {}))
@@ -180,7 +180,11 @@ class ReservationBook:
         name, owner = found
         uid = owner.reservation_uid or self.by_name.get(name, "")
         target = self.held.get(uid)
-        if target is not None and pod.uid not in target.owners:
+        if (
+            target is not None
+            and pod.uid not in target.owners
+            and is_owner(target.reservation, facts_of(pod.raw))
+        ):
             target.owners[pod.uid] = pod.requests
             self._recount(target)
         self.assumed.get(uid, {}).pop(pod.uid, None)
@@ -210,7 +214,8 @@ class ReservationBook:
             requests=remaining,
             nonzero_cpu=remaining.get("cpu", 0),
             nonzero_memory=remaining.get("memory", 0),
-            extra={KIND: held.raw},
+            reservation=held.raw,
+            extra={},
         )
         self.view.nodes.add_pod(row, counted)
         held.counted = counted
@@ -232,10 +237,34 @@ class ReservationBook:
             if held.node == node and held.counted is None:
                 self._count(held)
 
+    def shielded_from(self, pod: PodInfo) -> set[str]:
+        """Owners whose eviction would free nothing for ``pod``: their share goes back to a
+        reservation ``pod`` may not use, so they are never its preemption victims."""
+        facts = facts_of(pod.raw)
+        return {
+            uid
+            for held in self.held.values()
+            if not held.used_up and not is_owner(held.reservation, facts)
+            for uid in held.owners
+        }
+
     def on(self, node: str) -> list[Held]:
         return [h for h in self.held.values() if h.node == node]
 
 
+def granted(obj: dict[str, Any], template: PodInfo) -> Resources:
+    """What a placed reservation holds: ``status.allocatable``, granted when it was placed.
+    A later edit of its template does not resize it (the node was never checked for the
+    new size); the scheduler says so on the reservation."""
+    allocatable = (obj.get("status") or {}).get("allocatable")
+    return resource_list(allocatable) if allocatable else dict(template.requests)
+
+
+def resized(held: Held) -> bool:
+    """Whether the template now asks for something else than the reservation holds."""
+    return held.template.requests != held.allocatable
+
+
 def is_reservation(pod: PodInfo) -> bool:
     """A reservation's stand-in (its template, or the capacity it holds on a node)."""
-    return KIND in pod.extra
+    return pod.reservation is not None

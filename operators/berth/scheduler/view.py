@@ -4,6 +4,11 @@ Every pod bound to a node counts on it, whoever scheduled it; pods this schedule
 chosen a node for count from the moment they are assumed (Reserve) until the watch shows
 them bound, or until binding fails and they are forgotten. Pods on nodes the view does not
 know yet are kept aside and counted when their node appears.
+
+The view only keeps facts: each watch handler returns the cluster event the change
+amounts to (kube-scheduler's ClusterEvent), and the event table
+(``berth.scheduler.eventhandlers``) passes it on to the reservation book, the plugins'
+caches and the queue, in that order.
 """
 
 from __future__ import annotations
@@ -11,28 +16,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from berth import log
+from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEvent
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import KIND as RESERVATION
-from berth.scheduler.reservations import ReservationBook, is_reservation
-
-if TYPE_CHECKING:
-    from berth.scheduler.framework import CycleState
+from berth.scheduler.selectorowners import SelectorOwners
 
 logger = log.get(__name__)
-
-# Cluster events that can make an unschedulable pod schedulable (kube-scheduler's
-# ClusterEvent idea, coarse): the queue moves waiting pods back when one happens.
-NODE_ADDED = "NodeAdd"
-NODE_CHANGED = "NodeUpdate"
-POD_DELETED = "AssignedPodDelete"
-POD_FREED = "AssignedPodUpdate"
-OTHER_CHANGED = "ObjectUpdate"
 
 
 @dataclass
@@ -49,21 +41,12 @@ class ClusterView:
     nominated: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
     priority_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Services, controllers and namespace labels (topology spread defaults, affinity terms).
+    owners: SelectorOwners = field(default_factory=SelectorOwners)
     # Berth's custom resources by kind (Reservation, ElasticQuota, ...), then by key.
     custom: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Bumped on every change of a custom kind: plugins rebuild what they derive from it.
     custom_versions: dict[str, int] = field(default_factory=dict)
-    custom_listeners: dict[str, list[Callable[[str, dict[str, Any]], None]]] = field(
-        default_factory=dict
-    )
-    listeners: list[Callable[[str, PodInfo | None], None]] = field(default_factory=list)
-    pod_listeners: list[Callable[[str, PodInfo], None]] = field(default_factory=list)
-    reservations: ReservationBook = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.reservations = ReservationBook(self)
-        self.custom_listeners.setdefault(RESERVATION, []).append(self.reservations.on_reservation)
-        self.pod_listeners.append(self.reservations.on_pod)
 
     # -- counting ----------------------------------------------------------------------
 
@@ -95,51 +78,59 @@ class ClusterView:
 
     # -- watch events ------------------------------------------------------------------
 
-    def on_node(self, kind: str, node: dict[str, Any]) -> None:
+    def on_node(self, kind: str, node: dict[str, Any]) -> ClusterEvent:
+        """Apply a node's watch event; returns what changed, for the queue's hints."""
         name = node["metadata"]["name"]
         if kind == "DELETED":
             for uid, pod in self.nodes.remove_node(name).items():
                 self.orphans.setdefault(name, {})[uid] = pod
-            self._emit(OTHER_CHANGED, None)
-            return
-        known = name in self.nodes.index
-        row = self.nodes.upsert_node(node)
-        if not known:
+            return ClusterEvent(NODE, ActionType.DELETE)
+        row = self.nodes.index.get(name)
+        if row is None:
+            row = self.nodes.upsert_node(node)
             for pod in self.orphans.pop(name, {}).values():
                 self.nodes.add_pod(row, pod)
-            self.reservations.on_node_added(name)
-        self._emit(NODE_CHANGED if known else NODE_ADDED, None)
+            return ClusterEvent(NODE, ActionType.ADD)
+        before = self.nodes.nodes[row] or {}
+        self.nodes.upsert_node(node)
+        return ClusterEvent(NODE, node_update(before, node))
 
-    def on_pod(self, kind: str, raw: dict[str, Any]) -> None:
+    def on_pod(self, kind: str, raw: dict[str, Any]) -> tuple[PodInfo, ClusterEvent | None]:
+        """Apply a pod's watch event; returns the pod and, when a bound pod's change may
+        let others in or change what they see, the cluster event it amounts to."""
+        uid = (raw.get("metadata") or {}).get("uid", "")
         if kind == "DELETED":
-            uid = (raw.get("metadata") or {}).get("uid", "")
             pod = self.pods.pop(uid, None) or PodInfo.from_pod(raw)
             was_counted = self._uncount(uid) is not None
             self.assumed.pop(uid, None)
             self.nominated.pop(uid, None)
-            for listener in self.pod_listeners:
-                listener(kind, pod)
-            if was_counted:
-                self._emit(POD_DELETED, pod)
-            return
-        uid = (raw.get("metadata") or {}).get("uid", "")
-        pod = PodInfo.update(self.pods.get(uid), raw)
+            return pod, ClusterEvent(POD, ActionType.DELETE) if was_counted else None
+        previous = self.pods.get(uid)
+        pod = PodInfo.update(previous, raw)
         self.pods[pod.uid] = pod
+        event: ClusterEvent | None = None
         if pod.occupies_node:
             self.assumed.pop(pod.uid, None)
             self.nominated.pop(pod.uid, None)
-            if self.counted_on.get(pod.uid) != pod.node_name or self._stale(pod):
+            if self.counted_on.get(pod.uid) != pod.node_name:
                 self._count(pod, pod.node_name)
+                event = ClusterEvent(POD, ActionType.ADD)
+            elif self._stale(pod):
+                self._count(pod, pod.node_name)
+                event = ClusterEvent(POD, ActionType.UPDATE_POD_SCALE_DOWN)
+            elif previous is not None:
+                event = _pod_update(previous, pod)
         elif pod.uid in self.assumed:
             pass  # bound by us a moment ago; the watch has not caught up yet
         elif self._uncount(pod.uid) is not None:
-            self._emit(POD_FREED, pod)  # finished: its resources are free now
+            # Finished: gone from its node as far as scheduling is concerned, as
+            # kube-scheduler's informer (which drops terminated pods) sees it.
+            event = ClusterEvent(POD, ActionType.DELETE)
         if not pod.node_name and pod.nominated_node and not pod.terminal:
             self.nominated[pod.uid] = (pod.nominated_node, pod)
         elif not pod.nominated_node:
             self.nominated.pop(pod.uid, None)
-        for listener in self.pod_listeners:
-            listener(kind, pod)
+        return pod, event
 
     def _stale(self, pod: PodInfo) -> bool:
         """A counted pod whose requests changed (in-place resize) is counted afresh."""
@@ -162,31 +153,16 @@ class ClusterView:
             self.pdbs.pop(key, None)
         else:
             self.pdbs[key] = obj
-        self._emit(OTHER_CHANGED, None)
 
-    def on_custom(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
-        """A watch handler that keeps the objects of one custom kind."""
+    def on_custom(self, kind: str, event: str, obj: dict[str, Any]) -> None:
+        """Keep the objects of one custom kind by key (namespace/name, or name)."""
         objects = self.custom.setdefault(kind, {})
-
-        def handle(event: str, obj: dict[str, Any]) -> None:
-            meta = obj.get("metadata") or {}
-            key = (
-                f"{meta.get('namespace')}/{meta['name']}" if meta.get("namespace") else meta["name"]
-            )
-            if event == "DELETED":
-                objects.pop(key, None)
-            else:
-                objects[key] = obj
-            self.custom_versions[kind] = self.custom_versions.get(kind, 0) + 1
-            for listener in self.custom_listeners.get(kind, ()):
-                listener(event, obj)
-            self._emit(OTHER_CHANGED, None)
-
-        return handle
-
-    def _emit(self, event: str, pod: PodInfo | None) -> None:
-        for listener in self.listeners:
-            listener(event, pod)
+        key = object_key(obj)
+        if event == "DELETED":
+            objects.pop(key, None)
+        else:
+            objects[key] = obj
+        self.custom_versions[kind] = self.custom_versions.get(kind, 0) + 1
 
     # -- the scheduler's own decisions ---------------------------------------------------
 
@@ -197,40 +173,17 @@ class ClusterView:
         self._count(pod, node)
         self.placed_at[pod.uid] = time.time()
 
-    def forget(self, pod: PodInfo) -> None:
-        """Undo ``assume`` after a failed binding."""
-        if self.assumed.pop(pod.uid, None) is not None:
-            self._uncount(pod.uid)
-            self._emit(POD_DELETED, pod)
+    def forget(self, pod: PodInfo) -> bool:
+        """Undo ``assume`` (a failed binding); True if the pod was assumed. Silent, as
+        kube-scheduler's ForgetPod: the caller says what event that amounts to."""
+        if self.assumed.pop(pod.uid, None) is None:
+            return False
+        self._uncount(pod.uid)
+        return True
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         """Hold capacity on a node for a preemptor while its victims leave."""
         self.nominated[pod.uid] = (node, pod)
-
-    def hold_nominated(self, state: CycleState, pod: PodInfo) -> None:
-        """Put the nominated pods that outrank or equal ``pod`` on their nodes in ``state``.
-
-        Capacity freed for a preemptor stays its own against pods of lower priority.
-        """
-        held = [
-            (node, other)
-            for uid, (node, other) in self.nominated.items()
-            if uid != pod.uid and other.priority >= pod.priority
-        ]
-        if not held:
-            return
-        rows = [
-            (self.nodes.index.get(node), other, self.nodes.vector(other.requests))
-            for node, other in held
-        ]
-        table = np.zeros_like(self.nodes.requested)  # after vector(): every column exists
-        pods_col = self.nodes.columns["pods"]
-        for row, other, vector in rows:
-            if row is not None:
-                table[row] += vector
-                table[row, pods_col] += 1
-                state.nominated_pods.setdefault(row, []).append(other)
-        state.nominated = table
 
     def unreported(
         self, row: int, reported_at: float, reported: Callable[[PodInfo], bool]
@@ -247,8 +200,43 @@ class ClusterView:
 
     def pods_at(self, row: int) -> list[PodInfo]:
         """The real pods counted on a node (not the capacity reservations hold there)."""
-        return [p for p in self.nodes.pods[row].values() if not is_reservation(p)]
+        return [p for p in self.nodes.pods[row].values() if p.reservation is None]
 
     def pods_on(self, node: str) -> list[PodInfo]:
         row = self.nodes.index.get(node)
         return [] if row is None else list(self.nodes.pods[row].values())
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    """namespace/name, or the name of a cluster-scoped object."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+def node_update(before: dict[str, Any], after: dict[str, Any]) -> ActionType:
+    """Which of kube-scheduler's node update kinds a change of a Node is."""
+    action = ActionType(0)
+    b_meta, a_meta = before.get("metadata") or {}, after.get("metadata") or {}
+    b_spec, a_spec = before.get("spec") or {}, after.get("spec") or {}
+    b_status, a_status = before.get("status") or {}, after.get("status") or {}
+    if (b_meta.get("labels") or {}) != (a_meta.get("labels") or {}):
+        action |= ActionType.UPDATE_NODE_LABEL
+    if (b_spec.get("taints") or []) != (a_spec.get("taints") or []):
+        action |= ActionType.UPDATE_NODE_TAINT
+    if bool(b_spec.get("unschedulable")) != bool(a_spec.get("unschedulable")):
+        action |= ActionType.UPDATE_NODE_UNSCHEDULABLE
+    if b_status.get("allocatable") != a_status.get("allocatable"):
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if b_status.get("conditions") != a_status.get("conditions"):
+        action |= ActionType.UPDATE_NODE_CONDITION
+    return action or ActionType.UPDATE_OTHER
+
+
+def _pod_update(before: PodInfo, after: PodInfo) -> ClusterEvent | None:
+    """A bound pod's change that others' placement may depend on (labels, tolerations)."""
+    action = ActionType(0)
+    if before.labels != after.labels:
+        action |= ActionType.UPDATE_POD_LABEL
+    if before.tolerations != after.tolerations:
+        action |= ActionType.UPDATE_POD_TOLERATION
+    return ClusterEvent(POD, action) if action else None

@@ -16,22 +16,18 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.base import format_time
-from berth.api.reservation import GROUP as RESERVATION_GROUP
-from berth.api.reservation import VERSION as RESERVATION_VERSION
-from berth.kube.client import succeeded
 from berth.kube.events import event_body
+from berth.kube.write import EVENT, MERGE, POD, RESERVATION, STRATEGIC, ApiWriter
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
-STRATEGIC = "application/strategic-merge-patch+json"
 EVENT_WORKERS = 2
 EVENT_QUEUE_SIZE = 10000  # beyond this, events are dropped (logged), never decisions
-MERGE = "application/merge-patch+json"
 
 
 def now() -> str:
@@ -62,10 +58,7 @@ class TokenBucket:
 
 class Writer:
     def __init__(self, api: ApiClient, component: str, qps: float = 50, burst: int = 100) -> None:
-        # Typed as Any: bodies are plain dicts and patches name their content type, which
-        # the client accepts at run time but its type stubs do not describe.
-        self.core: Any = CoreV1Api(api)
-        self.custom: Any = CustomObjectsApi(api)
+        self.api = ApiWriter(api)
         self.component = component
         self.instance = f"{component}-{uuid.uuid4().hex[:8]}"
         self.bucket = TokenBucket(qps, burst)
@@ -83,11 +76,7 @@ class Writer:
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await succeeded(
-            self.core.create_namespaced_pod_binding(
-                pod.name, pod.namespace, body, _preload_content=False
-            )
-        )
+        await self.api.create_subresource(POD, pod.name, "binding", body, namespace=pod.namespace)
         self._conditions.pop(pod.uid, None)
 
     async def evict(self, pod: PodInfo) -> None:
@@ -99,22 +88,12 @@ class Writer:
             "metadata": {"name": pod.name, "namespace": pod.namespace},
             "deleteOptions": {"preconditions": {"uid": pod.uid}},
         }
-        await succeeded(
-            self.core.create_namespaced_pod_eviction(
-                pod.name, pod.namespace, body, _preload_content=False
-            )
-        )
+        await self.api.create_subresource(POD, pod.name, "eviction", body, namespace=pod.namespace)
 
     async def _patch_status(self, pod: PodInfo, status: dict[str, Any], content_type: str) -> None:
         await self.bucket.take()
-        await succeeded(
-            self.core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                {"status": status},
-                _content_type=content_type,
-                _preload_content=False,
-            )
+        await self.api.patch_status(
+            POD, pod.name, status, namespace=pod.namespace, content_type=content_type
         )
 
     async def mark_preempted(self, pod: PodInfo, message: str) -> None:
@@ -130,14 +109,7 @@ class Writer:
 
     async def delete(self, pod: PodInfo) -> None:
         await self.bucket.take()
-        await succeeded(
-            self.core.delete_namespaced_pod(
-                pod.name,
-                pod.namespace,
-                body={"preconditions": {"uid": pod.uid}},
-                _preload_content=False,
-            )
-        )
+        await self.api.delete(POD, pod.name, namespace=pod.namespace, uid=pod.uid)
 
     async def unschedulable(self, pod: PodInfo, message: str) -> None:
         """The PodScheduled=False condition, written only when its message changes."""
@@ -156,30 +128,18 @@ class Writer:
 
     async def annotate(self, pod: PodInfo, annotations: dict[str, str]) -> None:
         await self.bucket.take()
-        await succeeded(
-            self.core.patch_namespaced_pod(
-                pod.name,
-                pod.namespace,
-                {"metadata": {"annotations": annotations}},
-                _content_type=MERGE,
-                _preload_content=False,
-            )
+        await self.api.patch(
+            POD, pod.name, {"metadata": {"annotations": annotations}}, namespace=pod.namespace
         )
 
     async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
         """A merge patch of a Reservation's status (lists, like conditions, are replaced)."""
         await self.bucket.take()
-        await succeeded(
-            self.custom.patch_cluster_custom_object_status(
-                RESERVATION_GROUP,
-                RESERVATION_VERSION,
-                "reservations",
-                name,
-                {"status": status},
-                _content_type=MERGE,
-                _preload_content=False,
-            )
-        )
+        await self.api.patch_status(RESERVATION, name, status)
+
+    async def create_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
+        await self.bucket.take()
+        return await self.api.create(RESERVATION, body)
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
         await self._patch_status(pod, {"nominatedNodeName": node or None}, MERGE)
@@ -245,14 +205,11 @@ class Writer:
             previous = seen.get(key)
             if previous is not None:
                 name, count = previous
-                await succeeded(
-                    self.core.patch_namespaced_event(
-                        name,
-                        namespace,
-                        {"count": count + 1, "lastTimestamp": timestamp},
-                        _content_type=MERGE,
-                        _preload_content=False,
-                    )
+                await self.api.patch(
+                    EVENT,
+                    name,
+                    {"count": count + 1, "lastTimestamp": timestamp},
+                    namespace=namespace,
                 )
                 seen[key] = (name, count + 1)
                 return
@@ -274,9 +231,7 @@ class Writer:
             body["reportingComponent"] = self.component
             body["reportingInstance"] = self.instance
             name = body["metadata"]["name"]
-            await succeeded(
-                self.core.create_namespaced_event(namespace, body, _preload_content=False)
-            )
+            await self.api.create(EVENT, body, namespace=namespace)
             seen[key] = (name, 1)
         except ApiException as err:
             # Events explain; they never decide. A lost event is logged, not retried.

@@ -23,6 +23,15 @@ from berth.api.elasticquota import GROUP, VERSION
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.ledger import QuotaLedger, Rejection
+from berth.quota.usage import format_units
+from berth.scheduler.clusterevents import (
+    ELASTIC_QUOTA,
+    NODE,
+    POD,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.framework import (
     SUCCESS,
     CycleState,
@@ -56,6 +65,7 @@ class QuotaDemand:
 
 class CapacityScheduling(Plugin):
     name = "CapacityScheduling"
+    consumes = frozenset({POD})
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
@@ -72,16 +82,22 @@ class CapacityScheduling(Plugin):
         self.leaving: set[str] = set()
         self._quotas_version = -1
         for pod in handle.view.pods.values():
-            self._on_pod("ADDED", pod)
-        handle.view.pod_listeners.append(self._on_pod)
+            self.on_event(POD, "ADDED", pod)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(ELASTIC_QUOTA, ActionType.ALL),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+        )
 
     # -- accounting ------------------------------------------------------------------
 
-    def _on_pod(self, kind: str, pod: PodInfo) -> None:
+    def on_event(self, kind: str, event: str, pod: Any) -> None:
         """A pod being preempted no longer counts: its capacity is promised to the pod
         nominated in its place, which counts instead (a second preemptor must not evict
         more to make room for the first)."""
-        if kind == "DELETED":
+        if event == "DELETED":
             self.leaving.discard(pod.uid)
             self.ledger.remove(pod.uid)
         elif pod.occupies_node and not pod.preempted and pod.uid not in self.leaving:
@@ -149,7 +165,8 @@ class CapacityScheduling(Plugin):
             )
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        self.ledger.add(pod.uid, pod.namespace, pod.requests)
+        if pod.reservation is None:  # a Reservation is not charged to a namespace's quota
+            self.ledger.add(pod.uid, pod.namespace, pod.requests)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -172,6 +189,58 @@ class CapacityScheduling(Plugin):
         policy = QuotaVictims(self, demand)
         message = RECLAIM if policy.reclaim else OWN_QUOTA
         return await self.evaluator.preempt(state, pod, diagnosis, rows, policy, message)
+
+    # -- the decision record ---------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """The quota arithmetic of the pod: its quota's used, nominated, requested, min and
+        max per resource, Σ used against Σ min over all quotas, and the verdict."""
+        demand = state.data.get(self.name) or self.demand(pod)
+        if demand is None:
+            return {"quota": None}
+        quota = demand.quota
+        used = self.ledger.used_of(quota.namespace)
+        total_used: Resources = {}
+        total_min: Resources = {}
+        for other in self.ledger.quotas.values():
+            add(total_used, self.ledger.used_of(other.namespace))
+            add(total_min, other.min)
+        resources = sorted(quota.named)  # what the quota governs; the rest is not its concern
+
+        def amount(resource: str, value: int | None) -> str | None:
+            return None if value is None else format_units(resource, value)
+
+        rejection = self.ledger.check(
+            quota, demand.request, demand.nominated_in_quota, demand.nominated_total
+        )
+        return {
+            "quota": f"{quota.namespace}/{quota.name}",
+            "resources": {
+                r: {
+                    "used": amount(r, used.get(r, 0)),
+                    "nominated": amount(r, demand.nominated_in_quota.get(r, 0)),
+                    "requested": amount(r, demand.request.get(r, 0)),
+                    "min": amount(r, quota.min.get(r, 0)),
+                    "max": amount(r, quota.max.get(r)),
+                }
+                for r in resources
+            },
+            "total": {
+                r: {
+                    "used": amount(r, total_used.get(r, 0)),
+                    "nominated": amount(r, demand.nominated_total.get(r, 0)),
+                    "min": amount(r, total_min.get(r, 0)),
+                }
+                for r in resources
+            },
+            "rejection": None
+            if rejection is None
+            else {
+                "reason": rejection.reason,
+                "resource": rejection.excess.resource,
+                "message": rejection.message(pod.key),
+            },
+        }
 
 
 class QuotaVictims:

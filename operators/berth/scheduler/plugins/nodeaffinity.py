@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from berth.api.meta import NodeSelectorOperator
+from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
     SUCCESS,
@@ -14,7 +15,7 @@ from berth.scheduler.framework import (
     Verdict,
     unschedulable,
 )
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.plugins.selectors import labels_match, term_matches
 from berth.scheduler.podinfo import PodInfo
 
@@ -22,8 +23,23 @@ REASON = "node(s) didn't match Pod's node affinity/selector"
 CONFLICT = "pod affinity terms conflict"
 
 
+def required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
+    """Rows matching the pod's nodeSelector and required node affinity (what
+    PodTopologySpread's nodeAffinityPolicy Honor reads too)."""
+    passed = labels_match(nodes, pod.node_selector)
+    if pod.required_affinity is not None:
+        any_term = np.zeros(nodes.size, dtype=bool)
+        for term in pod.required_affinity.node_selector_terms:
+            any_term |= term_matches(nodes, term)
+        passed &= any_term
+    return passed
+
+
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         """Terms that all pin metadata.name narrow the attempt to those nodes (DaemonSets)."""
@@ -52,13 +68,7 @@ class NodeAffinity(Plugin):
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if not pod.node_selector and pod.required_affinity is None:
             return Verdict.all(nodes)
-        passed = labels_match(nodes, pod.node_selector)
-        if pod.required_affinity is not None:
-            any_term = np.zeros(nodes.size, dtype=bool)
-            for term in pod.required_affinity.node_selector_terms:
-                any_term |= term_matches(nodes, term)
-            passed &= any_term
-        return Verdict.failing(nodes, ~passed, REASON, resolvable=False)
+        return Verdict.failing(nodes, ~required_rows(pod, nodes), REASON, resolvable=False)
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         raw = np.zeros(len(rows), dtype=np.int64)

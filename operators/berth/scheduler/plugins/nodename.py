@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import CycleState, Plugin, Verdict
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -13,6 +14,9 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName(Plugin):
     name = "NodeName"
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (on(NODE, ActionType.ADD),)
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         pinned = (pod.raw.get("spec") or {}).get("nodeName")

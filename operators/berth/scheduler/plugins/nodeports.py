@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import CycleState, Plugin, Verdict
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import HostPort, PodInfo
@@ -22,6 +23,12 @@ def conflicts(wanted: HostPort, used: HostPort) -> bool:
 
 class NodePorts(Plugin):
     name = "NodePorts"
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(POD, ActionType.DELETE),
+            on(NODE, ActionType.ADD),
+        )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if not pod.host_ports:

@@ -13,8 +13,24 @@ from typing import Any
 import numpy as np
 
 from berth.podresources import CPU, MEMORY, PODS
+from berth.scheduler.capacity import free_capacity
+from berth.scheduler.clusterevents import (
+    NODE,
+    POD,
+    RESERVATION,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
+from berth.scheduler.framework import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Handle,
+    Plugin,
+    Reason,
+    Verdict,
+)
 from berth.scheduler.nodetable import BASE_RESOURCES, Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
@@ -23,25 +39,15 @@ DEFAULT_RESOURCES = ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
 STRATEGIES = ("LeastAllocated", "MostAllocated")
 
 
-def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
-    """Allocatable minus requested (and held for nominated preemptors), plus what a
-    reservation gives back to its owner, per row and column."""
-    if state.ignore_requested:
-        return nodes.allocatable[: nodes.size].copy()
-    free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
-    for table, sign in ((state.nominated, -1), (state.released, 1)):
-        if table is not None:
-            if table.shape[1] < free.shape[1]:  # a resource first seen after it was built
-                table = np.pad(table, ((0, 0), (0, free.shape[1] - table.shape[1])))
-            free = free + sign * table[: nodes.size]
-    return free
-
-
 def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
     """Rows where the pod does not fit, with kube-scheduler's reason per resource."""
     need = nodes.vector(pod.requests)
     need[nodes.columns[PODS]] = 1
     free = free_capacity(state, nodes)
+    # A request above the node's allocatable: no eviction can make room (kube-scheduler
+    # marks the node UnschedulableAndUnresolvable, "Preemption is not helpful").
+    too_big = (nodes.allocatable[: nodes.size] < need).any(axis=1)
+    too_big &= nodes.present[: nodes.size]
     reasons = []
     failed = np.zeros(nodes.size, dtype=bool)
     for resource, col in nodes.columns.items():
@@ -51,7 +57,9 @@ def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if short.any():
             failed |= short
             message = TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
-            reasons.append(Reason(short, message))
+            reasons.append(Reason(short & ~too_big, message))
+            if (short & too_big).any():
+                reasons.append(Reason(short & too_big, message, resolvable=False))
     return Verdict(~failed, tuple(reasons))
 
 
@@ -98,6 +106,13 @@ class NodeResourcesFit(Plugin):
             )
         self.resources, self.weights = _weights(strategy)
 
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(RESERVATION, ActionType.ALL),
+        )
+
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         return insufficient(state, pod, nodes)
 
@@ -119,8 +134,28 @@ class NodeResourcesFit(Plugin):
         return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
 
 
+def balance(requested: Ints, allocatable: Ints) -> Ints:
+    """kube-scheduler's balancedResourceScore per row: (1 - std of the used fractions) * 100,
+    truncated; resources a node has none of are left out."""
+    has = allocatable > 0
+    fraction = np.where(has, np.minimum(requested / np.where(has, allocatable, 1), 1.0), 0.0)
+    count = has.sum(axis=1)
+    mean = np.where(count > 0, fraction.sum(axis=1) / np.maximum(count, 1), 0.0)
+    variance = np.where(has, (fraction - mean[:, None]) ** 2, 0.0).sum(axis=1)
+    std = np.sqrt(variance / np.maximum(count, 1))
+    # Two resources: |f1 - f2| / 2 exactly as kube-scheduler computes it (no rounding of
+    # the general formula), so truncation lands on the same integer.
+    spread = np.where(has, fraction, -np.inf).max(axis=1, initial=-np.inf) - np.where(
+        has, fraction, np.inf
+    ).min(axis=1, initial=np.inf)
+    std = np.where(count == 2, spread / 2, np.where(count > 2, std, 0.0))
+    scores: Ints = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return scores
+
+
 class NodeResourcesBalancedAllocation(Plugin):
-    """Prefers nodes whose cpu and memory would be used in equal proportion."""
+    """Prefers nodes whose cpu and memory use the pod makes more equal (v1.36: the change
+    in balance the pod brings, not only the balance with it)."""
 
     name = "NodeResourcesBalancedAllocation"
 
@@ -135,12 +170,10 @@ class NodeResourcesBalancedAllocation(Plugin):
         requested, allocatable = _requested_and_allocatable(
             pod, nodes, rows, self.resources, non_zero=False
         )
-        has = allocatable > 0
-        fraction = np.where(has, np.minimum(requested / np.where(has, allocatable, 1), 1.0), 0.0)
-        count = has.sum(axis=1)
-        mean = np.where(count > 0, fraction.sum(axis=1) / np.maximum(count, 1), 0.0)
-        variance = np.where(has, (fraction - mean[:, None]) ** 2, 0.0).sum(axis=1)
-        std = np.sqrt(variance / np.maximum(count, 1))
-        # For two resources this is |f1 - f2| / 2, kube-scheduler's special case.
-        scores: Ints = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
-        return scores
+        own = np.array([pod.requests.get(r, 0) for r in self.resources], dtype=np.int64)
+        with_pod = balance(requested, allocatable)
+        without_pod = balance(requested - own, allocatable)
+        # Both lie in [50, 100]; the change maps back into [50, 100], 75 for no change.
+        half = MAX_NODE_SCORE // 2
+        result: Ints = half + (half + with_pod - without_pod) // 2
+        return result

@@ -5,10 +5,15 @@ this scheduler's latest decisions. With pending tracking on (``cacheResyncPeriod
 above 0, as scheduler-plugins enables its reserve cache), a node's zones are read as
 reported minus the requests of the pods the report does not include yet:
 
-- when the report carries ``nodeTopologyPodsFingerprint`` and it matches the pods this
-  scheduler knows on the node, nothing is pending;
+- when the report carries a pods fingerprint (the ``nodeTopologyPodsFingerprint``
+  attribute, over all pods or, per ``nodeTopologyPodsFingerprintMethod``, over the pods
+  with exclusive resources; or the legacy ``topology.node.k8s.io/fingerprint``
+  annotation) and it matches the pods this scheduler knows on the node, nothing is pending;
 - when it does not match, the pods placed since the last report that matched are;
-- without a fingerprint, the pods placed after the report was written are.
+- without a fingerprint, the pods placed at or after the updater's last report are.
+
+A report is a change of the updater's own fields, never a label or an annotation someone
+else writes (``numa.report``).
 
 "Placed" is the view's record (``ClusterView.unreported``), the same one load-aware
 scheduling reads NodeMetric with: our Reserve, or the binding seen by the watch, so a
@@ -17,29 +22,76 @@ restart rebuilds it from the API. With tracking off, the report is taken as it i
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
+from berth.numa.exclusive import has_exclusive_resources
 from berth.numa.fingerprint import sign
-from berth.numa.fit import STRATEGIES, misalignment, node_score
+from berth.numa.fit import STRATEGIES, available, misalignment, node_score
+from berth.numa.report import Report, follow
 from berth.numa.topology import NodeTopology
 from berth.podresources import Resources
+from berth.quota.usage import as_resource_list
+from berth.scheduler.clusterevents import (
+    NODE,
+    NODE_RESOURCE_TOPOLOGY,
+    POD,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
 from berth.scheduler.framework import CycleState, Handle, Plugin, Reason, Verdict
 from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
 
 KIND = "NodeResourceTopology"
+# The decision record shows the NUMA zones of at most this many nodes per pod.
+EXPLAINED_NODES = 20
+# scheduler-plugins' arguments whose only value Berth honours is how it always works.
+FIXED_ARGS: dict[str, tuple[object, str]] = {
+    "discardReservedNodes": (False, "nodes with pending pods are counted, never discarded"),
+    "preemptionMode": ("Disabled", "preemption does not simulate NUMA zones"),
+    "cache.foreignPodsDetect": ("All", "every pod on a node counts, whoever placed it"),
+    "cache.informerMode": ("Shared", "pods are followed by the scheduler's one watch"),
+}
+
+
+def _check_fixed_args(args: dict[str, Any]) -> None:
+    """Refuse, by name, a value Berth cannot honour (and cache fields it has no use for)."""
+    cache = args.get("cache") or {}
+    if not isinstance(cache, dict):
+        raise ValueError("cache: expected a mapping")
+    for name in sorted(set(cache) - {"foreignPodsDetect", "informerMode"}):
+        raise ValueError(
+            f"cache.{name} is not supported: Berth's pending ledger compares each report's "
+            "pods fingerprint with the pods it knows; remove it"
+        )
+    given = {**args, **{f"cache.{k}": v for k, v in cache.items()}}
+    for name, (value, meaning) in FIXED_ARGS.items():
+        if name in given and given[name] != value:
+            raise ValueError(
+                f"{name}: {given[name]!r} is not supported; Berth works as {value!r} ({meaning})"
+            )
 
 
 class NodeResourceTopologyMatch(Plugin):
     name = "NodeResourceTopologyMatch"
+    consumes = frozenset({KIND})
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - {"scoringStrategy", "cacheResyncPeriodSeconds"}
+        unknown = set(args) - {
+            "scoringStrategy",
+            "cacheResyncPeriodSeconds",
+            "cache",
+            "discardReservedNodes",
+            "preemptionMode",
+        }
         if unknown:
             raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
+        _check_fixed_args(args)
         strategy = args.get("scoringStrategy") or {}
         self.strategy = str(strategy.get("type") or "LeastAllocated")
         if self.strategy not in STRATEGIES:
@@ -52,20 +104,31 @@ class NodeResourceTopologyMatch(Plugin):
         ]
         self.track_pending = int(args.get("cacheResyncPeriodSeconds") or 0) > 0
         self._topologies: dict[str, NodeTopology] = {}
+        self._reports: dict[str, Report] = {}
         self._matched_at: dict[str, float] = {}
         self._pending: dict[int, tuple[tuple[str, int, int], Resources]] = {}
         self._versions: dict[str, int] = {}
         for obj in handle.view.custom.get(KIND, {}).values():
-            self._on_topology("ADDED", obj)
-        handle.view.custom_listeners.setdefault(KIND, []).append(self._on_topology)
+            self.on_event(KIND, "ADDED", obj)
 
-    def _on_topology(self, event: str, obj: dict[str, Any]) -> None:
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(NODE_RESOURCE_TOPOLOGY, ActionType.ALL),
+            on(NODE, ActionType.ADD),
+            on(POD, ActionType.DELETE),
+        )
+
+    def on_event(self, kind: str, event: str, obj: Any) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
         self._versions[name] = self._versions.get(name, 0) + 1
         if event == "DELETED":
             self._topologies.pop(name, None)
-        else:
-            self._topologies[name] = NodeTopology.from_object(obj)
+            self._reports.pop(name, None)
+            self._matched_at.pop(name, None)
+            return
+        report = follow(self._reports.get(name), obj, time.time())
+        self._reports[name] = report
+        self._topologies[name] = NodeTopology.from_object(obj, report.at)
 
     def pending(self, row: int, node: str, topology: NodeTopology) -> Resources:
         """Requests on the node that its report does not account for yet."""
@@ -79,6 +142,9 @@ class NodeResourceTopologyMatch(Plugin):
         since = topology.reported_at
         if topology.fingerprint:
             pods = view.pods_at(row)
+            if topology.exclusive_only:
+                listed = topology.listed
+                pods = [p for p in pods if has_exclusive_resources(p.raw.get("spec") or {}, listed)]
             if sign((p.namespace, p.name) for p in pods) == topology.fingerprint:
                 self._matched_at[node] = topology.reported_at
                 self._pending[row] = (key, {})
@@ -132,3 +198,41 @@ class NodeResourceTopologyMatch(Plugin):
                     topology, spec, pending, self.strategy, self.weights
                 )
         return scores
+
+    # -- the decision record ----------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """Per single-numa-node node: each zone's available after pending requests, and
+        whether the pod can be aligned there."""
+        nodes = self.handle.view.nodes
+        spec = pod.raw.get("spec") or {}
+        figures = {}
+        for row, name, topology in sorted(self._checked(nodes), key=lambda c: c[1]):
+            pending = self.pending(row, name, topology)
+            reason = misalignment(topology, spec, pod.name, pending)
+            figures[name] = {
+                "scope": topology.scope,
+                "zones": {
+                    zone.name: as_resource_list(free)
+                    for zone, free in zip(topology.zones, available(topology, pending), strict=True)
+                },
+                "pending": as_resource_list(pending),
+                "fits": reason is None,
+                "reason": reason or "",
+            }
+            if len(figures) >= EXPLAINED_NODES:
+                break
+        return {"checked": len(self._checked(nodes)), "nodes": figures}
+
+    def pending_ledger(self) -> dict[str, Resources]:
+        """The pending ledger now: per node, the requests its report does not include yet
+        (nodes with nothing pending left out); empty with tracking off."""
+        if not self.track_pending:
+            return {}
+        nodes = self.handle.view.nodes
+        ledger = {}
+        for row, name, topology in self._checked(nodes):
+            pending = self.pending(row, name, topology)
+            if any(pending.values()):
+                ledger[name] = pending
+        return ledger

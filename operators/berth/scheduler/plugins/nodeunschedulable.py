@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from berth.api.meta import Taint, TaintEffect
+from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import CycleState, Plugin, Verdict
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -13,6 +14,16 @@ UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=Taint
 
 class NodeUnschedulable(Plugin):
     name = "NodeUnschedulable"
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (
+            on(
+                NODE,
+                ActionType.ADD
+                | ActionType.UPDATE_NODE_UNSCHEDULABLE
+                | ActionType.UPDATE_NODE_TAINT,
+            ),
+        )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):

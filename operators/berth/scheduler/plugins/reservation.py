@@ -6,30 +6,49 @@ something to offer) and gives their capacity back to the pod on their nodes: ``A
 adds what is left of the reservation to the node's free capacity; ``Restricted`` only
 when the pod fits in what is left, for every resource the reservation holds. A pod with
 reservation-affinity is limited to such nodes and never falls back to ordinary capacity.
-Score prefers nodes with a usable reservation. Reserve takes the pod's share of the one
-that ends up most allocated; PreBind writes the ``reservation-allocated`` annotation, the
-truth of ownership for the operator and for a restarted scheduler.
+
+One accounting rule for filter, score and Reserve: on each node, PreFilter picks the one
+reservation the pod would use, Koordinator's way (the lowest non-zero
+``reservation-order`` label first, then the one that ends up most allocated), among those
+the pod fits with (what is left of it plus the node's free capacity, or, Restricted, what
+is left of it alone); that one's remainder is what the filter credits and what Reserve
+charges. A pod that fits in none of them alone is not credited with their sum. Score
+prefers nodes with a reservation for the pod; PreBind writes the
+``reservation-allocated`` annotation, the truth of ownership for the operator and for a
+restarted scheduler.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
+from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth import log
+from berth.api.duration import DurationError, format_duration, parse_duration
 from berth.api.reservation import AllocatePolicy, ReservationPhase
+from berth.api.reservation import Reservation as ReservationObject
+from berth.kube.write import api_message
 from berth.podresources import Resources
+from berth.quota.usage import as_resource_list
 from berth.reservation.matching import (
     AffinityError,
     PodFacts,
     ReservationAffinity,
     affinity_of,
+    exact_match_of,
+    exactly_matches,
     is_owner,
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation
+from berth.scheduler.capacity import unreserved_free
+from berth.scheduler.clusterevents import POD, RESERVATION, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
     SUCCESS,
@@ -41,17 +60,30 @@ from berth.scheduler.framework import (
     unschedulable,
 )
 from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.placement import ReservationPlacement
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import Held, is_reservation
+from berth.scheduler.reservations import Held, template_pod
+
+logger = log.get(__name__)
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
+# The decision record lists at most this many reservations per pod.
+EXPLAINED_RESERVATIONS = 20
+
+
+ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
+# Story 1 of the design (off by default): a preemptor's freed capacity held by a
+# Reservation owned by it, made before any victim is evicted; and that reservation's ttl.
+RESERVE_FOR_PREEMPTORS = "reservePreemptedCapacity"
+PREEMPTION_TTL = "preemptionReservationTTL"
+ARGS = frozenset({RESERVE_FOR_PREEMPTORS, PREEMPTION_TTL})
 
 
 @dataclass
 class Usable:
-    """The reservations a pod may use, by node row, and the one Reserve chose."""
+    """The reservation the pod would use on each row, and the one Reserve charged."""
 
-    by_row: dict[int, list[Held]]
+    by_row: dict[int, Held]
     chosen: Held | None = None
 
 
@@ -68,9 +100,53 @@ def facts(pod: PodInfo) -> PodFacts:
     )
 
 
+def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None) -> str:
+    """Why the pod may not use this reservation, or "" (the checks of ``usable`` in order)."""
+    reservation = held.reservation
+    phase = reservation.status.phase if reservation.status else None
+    if phase != ReservationPhase.AVAILABLE:
+        return f"phase {phase}"
+    if held.used_up:
+        return "allocateOnce and already allocated"
+    if not is_owner(reservation, facts(pod)):
+        return "not an owner"
+    if affinity is not None and not affinity.matches(reservation):
+        return "does not match the pod's reservation-affinity"
+    if not tolerates(reservation, affinity.tolerations if affinity is not None else ()):
+        return "untolerated taint (tolerate it in the reservation-affinity's tolerations)"
+    try:
+        exact = exact_match_of(pod.annotations)
+    except AffinityError as err:
+        return str(err)
+    if exact and not exactly_matches(pod.requests, held.allocatable, exact):
+        return f"exact-match-reservation on {', '.join(exact)}"
+    if reservation.spec.allocate_policy == AllocatePolicy.RESTRICTED and not fits_restricted(
+        held, pod.requests
+    ):
+        return "Restricted and the pod does not fit in what is left"
+    return ""
+
+
 def fits_restricted(held: Held, requests: Resources) -> bool:
     left = held.remaining()
     return all(requests.get(r, 0) <= left[r] for r in left if requests.get(r, 0) > 0)
+
+
+def order(held: Held) -> int:
+    """The ``reservation-order`` label: lower non-zero values are used first; 0 (or none,
+    or not a number) after every ordered one."""
+    text = (held.reservation.metadata.labels or {}).get(ORDER_LABEL, "")
+    try:
+        value = int(text)
+    except ValueError:
+        return 0
+    return max(value, 0)
+
+
+def preference(held: Held, requests: Resources) -> tuple[bool, int, float]:
+    """Sort key, best first: ordered before unordered, lower order, then most allocated."""
+    rank = order(held)
+    return (rank == 0, rank, -allocated_fraction(held, requests))
 
 
 def allocated_fraction(held: Held, requests: Resources) -> float:
@@ -89,60 +165,102 @@ class Reservation(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        self.book = handle.view.reservations
+        self.book = handle.reservations
+        unknown = sorted(set(args) - ARGS)
+        if unknown:
+            raise ValueError(
+                f"unknown argument(s) {', '.join(unknown)} (known: {', '.join(sorted(ARGS))})"
+            )
+        self.reserve_for_preemptors = bool(args.get(RESERVE_FOR_PREEMPTORS, False))
+        try:
+            ttl = args.get(PREEMPTION_TTL)
+            self.preemption_ttl = parse_duration(str(ttl)) if ttl is not None else DEFAULT_TTL
+        except DurationError as err:
+            raise ValueError(f"{PREEMPTION_TTL}: {err}") from err
+        if self.preemption_ttl <= timedelta(0):
+            raise ValueError(f"{PREEMPTION_TTL} must be above 0s")
+        self.placement = (
+            ReservationPlacement(handle.view, handle.reservations, handle.writer)
+            if handle.writer is not None
+            else None
+        )
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (on(RESERVATION, ActionType.ALL), on(POD, ActionType.DELETE))
 
     def usable(self, pod: PodInfo, affinity: ReservationAffinity | None) -> list[Held]:
-        pod_facts = facts(pod)
-        found = []
-        for held in self.book.held.values():
-            reservation = held.reservation
-            phase = reservation.status.phase if reservation.status else None
-            if phase != ReservationPhase.AVAILABLE or reservation.spec.unschedulable:
-                continue
-            if held.used_up or not is_owner(reservation, pod_facts):
-                continue
-            if affinity is not None and not affinity.matches(reservation):
-                continue
-            if not tolerates(reservation, pod_facts):
-                continue
-            if (
-                reservation.spec.allocate_policy == AllocatePolicy.RESTRICTED
-                and not fits_restricted(held, pod.requests)
-            ):
-                continue
-            found.append(held)
-        return found
+        return [h for h in self.book.held.values() if not held_back(pod, h, affinity)]
 
     # -- PreFilter / Score ----------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
-        if is_reservation(pod) or facts(pod).ignores_reservations:
+        if pod.reservation is not None:
+            # A pre-allocated reservation is placed whatever its node's pods request: it
+            # waits there (phase Waiting) until they leave room.
+            state.ignore_requested = bool((pod.reservation.get("spec") or {}).get("preAllocation"))
+            return SUCCESS
+        if facts(pod).ignores_reservations:
+            self._ignore_all(state, nodes)
+            state.data[self.name] = Usable({})
             return SUCCESS
         try:
             affinity = affinity_of(pod.annotations)
+            exact_match_of(pod.annotations)
         except AffinityError as err:
             return unschedulable(self.name, str(err), resolvable=False)
-        by_row: dict[int, list[Held]] = {}
+        candidates: dict[int, list[Held]] = {}
         for held in self.usable(pod, affinity):
             row = nodes.index.get(held.node)
             if row is not None:
-                by_row.setdefault(row, []).append(held)
-        if affinity is not None and not by_row:
+                candidates.setdefault(row, []).append(held)
+        if affinity is not None and not candidates:
             return unschedulable(self.name, NO_MATCH)
+        by_row = self._choose(state, pod, nodes, candidates)
         if by_row:
             released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
             pods_column = nodes.columns["pods"]
-            for row, candidates in by_row.items():
-                best = max(candidates, key=lambda h: sum(h.remaining().values()))
-                released[row] += nodes.vector(best.remaining())[: released.shape[1]]
+            for row, held in by_row.items():
+                released[row] += nodes.vector(held.remaining())[: released.shape[1]]
                 released[row, pods_column] += 1  # the slot the reservation keeps for it
             state.released = released
-            if affinity is not None:
-                rows = np.zeros(nodes.size, dtype=bool)
-                rows[list(by_row)] = True
-                state.limit_nodes(rows, self.name)
+        if affinity is not None:
+            rows = np.zeros(nodes.size, dtype=bool)
+            rows[list(candidates)] = True
+            state.limit_nodes(rows, self.name)
         state.data[self.name] = Usable(by_row)
         return SUCCESS
+
+    def _ignore_all(self, state: CycleState, nodes: NodeTable) -> None:
+        """A pod labelled reservation-ignored schedules as if no reservation existed: what
+        they hold is free to it (Koordinator's meaning), and it is nobody's owner."""
+        released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
+        for held in self.book.held.values():
+            row = nodes.index.get(held.node)
+            if row is not None and held.counted is not None:
+                released[row] += nodes.vector(held.counted.requests)[: released.shape[1]]
+                released[row, nodes.columns["pods"]] += 1
+        state.released = released
+
+    def _choose(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, candidates: dict[int, list[Held]]
+    ) -> dict[int, Held]:
+        """Per row, the first reservation by preference that the pod fits with."""
+        if not candidates:
+            return {}
+        need = nodes.vector(pod.requests)
+        need[nodes.columns["pods"]] = 1
+        width = len(need)
+        unreserved = unreserved_free(state, nodes)
+        chosen: dict[int, Held] = {}
+        for row, helds in candidates.items():
+            free = unreserved[row, :width]
+            for held in sorted(helds, key=lambda h: preference(h, pod.requests)):
+                given = nodes.vector(held.remaining())[:width]
+                given[nodes.columns["pods"]] += 1
+                if bool(((free + given) >= need)[need > 0].all()):
+                    chosen[row] = held
+                    break
+        return chosen
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         usable: Usable | None = state.data.get(self.name)
@@ -158,7 +276,7 @@ class Reservation(Plugin):
         row = self.handle.view.nodes.index.get(node)
         if usable is None or row is None or row not in usable.by_row:
             return SUCCESS
-        chosen = max(usable.by_row[row], key=lambda h: allocated_fraction(h, pod.requests))
+        chosen = usable.by_row[row]  # the one the filter credited
         self.book.allocate(chosen, pod)
         usable.chosen = chosen
         return SUCCESS
@@ -179,4 +297,108 @@ class Reservation(Plugin):
             await writer.annotate(pod, {ALLOCATED_ANNOTATION: value})
         except Exception as err:  # the binding must not go ahead without the annotation
             return Status(Code.ERROR, (f"reservation annotation not written: {err}",), self.name)
+        return SUCCESS
+
+    # -- the decision record ------------------------------------------------------------------
+
+    def explain(self, state: CycleState, pod: PodInfo) -> dict[str, Any]:
+        """Each reservation the pod could concern (it owns it or names it) and its verdict."""
+        pod_facts = facts(pod)
+        if pod.reservation is not None or pod_facts.ignores_reservations:
+            return {"ignored": True}
+        try:
+            affinity = affinity_of(pod.annotations)
+        except AffinityError as err:
+            return {"error": str(err)}
+        verdicts = []
+        for held in self.book.held.values():
+            named = affinity is not None and affinity.matches(held.reservation)
+            if not named and not is_owner(held.reservation, pod_facts):
+                continue
+            why = held_back(pod, held, affinity)
+            verdicts.append(
+                {
+                    "name": held.name,
+                    "node": held.node,
+                    "usable": not why,
+                    "reason": why or "usable",
+                    "remaining": as_resource_list(held.remaining()),
+                }
+            )
+        held_uids = {held.uid for held in self.book.held.values()}
+        for obj in self.handle.view.custom.get(RESERVATION, {}).values():
+            if (obj.get("metadata") or {}).get("uid") in held_uids:
+                continue
+            reservation = ReservationObject.model_validate(obj)
+            named = affinity is not None and affinity.matches(reservation)
+            if named or is_owner(reservation, pod_facts):
+                phase = reservation.phase.value if reservation.phase else "unset"
+                verdicts.append(
+                    {
+                        "name": reservation.metadata.name,
+                        "node": "",
+                        "usable": False,
+                        "reason": f"phase {phase}: not holding capacity on a node",
+                        "remaining": {},
+                    }
+                )
+        verdicts.sort(key=lambda v: (not v["usable"], str(v["name"])))
+        return {
+            "affinity": None
+            if affinity is None
+            else {"name": affinity.name, "selector": dict(affinity.selector)},
+            "reservations": verdicts[:EXPLAINED_RESERVATIONS],
+            "considered": len(verdicts),
+        }
+
+    # -- before eviction (Story 1) -----------------------------------------------------------
+
+    async def before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """With ``reservePreemptedCapacity``, hold what the victims free for the preemptor in
+        a Reservation of its own, placed (Waiting) before any victim is evicted."""
+        if not self.reserve_for_preemptors or pod.reservation is not None:
+            return SUCCESS
+        writer = self.handle.writer
+        assert writer is not None
+        assert self.placement is not None
+        body = preemption_reservation(
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+            requests=pod.requests,
+            priority=pod.priority,
+            scheduler_name=pod.scheduler_name,
+            node=node,
+            ttl=self.preemption_ttl,
+        )
+        try:
+            created = await writer.create_reservation(body)
+        except ApiException as err:
+            message = f"reservation for the preemptor not created: {api_message(err)}"
+            return Status(Code.ERROR, (message,), self.name)
+        template = template_pod(created, self.handle.view.priority_classes)
+        if not await self.placement.placed(template, node, pre_allocated=True):
+            return Status(Code.ERROR, ("reservation for the preemptor not placed",), self.name)
+        name = template.name
+        writer.event(
+            pod.raw,
+            "Pod",
+            "ReservedForPreemption",
+            f"Reservation {name} holds on node {node} what the preemption frees, for this pod",
+        )
+        writer.event(
+            created,
+            "Reservation",
+            "CreatedForPreemptor",
+            f"holds what preempting frees on node {node} for pod {pod.key}; "
+            f"it expires after {format_duration(self.preemption_ttl)} if the pod does not come",
+            api_version=created.get("apiVersion", ""),
+        )
+        logger.info(
+            "reservation made for a preemptor",
+            namespace=pod.namespace,
+            name=pod.name,
+            reservation=name,
+            node=node,
+        )
         return SUCCESS

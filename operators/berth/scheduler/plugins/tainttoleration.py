@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from berth.api.meta import Taint, TaintEffect, Toleration
+from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Plugin, Reason, Verdict
 from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -27,6 +28,9 @@ def reason(taint: Taint) -> str:
 
 class TaintToleration(Plugin):
     name = "TaintToleration"
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        return (on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),)
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         group_of_row, groups = nodes.taint_groups()

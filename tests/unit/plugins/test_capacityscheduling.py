@@ -66,7 +66,7 @@ def bind(env: Env, raw: Json) -> str:
     assert capacity(env).reserve(state, pod_info, placement.node).ok
     raw["spec"]["nodeName"] = placement.node
     raw["status"]["phase"] = "Running"
-    env.view.on_pod("MODIFIED", raw)
+    env.events.on_pod("MODIFIED", raw)
     return placement.node
 
 
@@ -132,9 +132,9 @@ def test_finished_and_deleted_pods_stop_counting() -> None:
     env = cluster(running, done)
     assert used(env, "a") == 2
     done["status"]["phase"] = "Succeeded"
-    env.view.on_pod("MODIFIED", done)
+    env.events.on_pod("MODIFIED", done)
     assert used(env, "a") == 1
-    env.view.on_pod("DELETED", running)
+    env.events.on_pod("DELETED", running)
     assert used(env, "a") == 0
 
 
@@ -154,9 +154,9 @@ def test_an_evicted_victim_stops_counting_before_the_watch_says_so() -> None:
     capacity(env).evicted(info(victim))
     assert used(env, "a") == 1
     victim["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True"}]
-    env.view.on_pod("MODIFIED", victim)  # the condition arrives before deletionTimestamp
+    env.events.on_pod("MODIFIED", victim)  # the condition arrives before deletionTimestamp
     assert used(env, "a") == 1
-    env.view.on_pod("DELETED", victim)
+    env.events.on_pod("DELETED", victim)
     assert used(env, "a") == 1
     assert capacity(env).leaving == set()
 

@@ -94,7 +94,7 @@ async def test_a_pod_back_from_an_attempt_queues_behind_its_peers(
     queue.add(pending("newer", created=10))
     queue.unschedulable(old)
     clock.advance(30)
-    queue.move_all("NodeAdd")
+    queue.move_all()
     assert (await pop_now(queue)).name == "newer"
     assert (await pop_now(queue)).name == "old"
 
@@ -129,7 +129,7 @@ async def test_unschedulable_pods_wait_for_a_cluster_event(
     queue.flush_unschedulable_leftovers()
     assert await nothing_ready(queue)
     assert queue.counts() == empty_counts(unschedulable=1)
-    queue.move_all("NodeAdd")
+    queue.move_all()
     assert queue.counts() == empty_counts(active=1)
     assert (await pop_now(queue)).uid == p.uid
 
@@ -140,7 +140,7 @@ async def test_moved_while_still_backing_off_goes_to_backoff(
     queue.add(pending("p"))
     queue.unschedulable(await pop_now(queue))
     clock.advance(0.5)  # first backoff is 1s
-    queue.move_all("NodeAdd")
+    queue.move_all()
     assert queue.counts() == empty_counts(backoff=1)
     clock.advance(0.5)
     assert (await pop_now(queue)).name == "p"
@@ -151,7 +151,7 @@ async def test_event_during_the_attempt_sends_the_pod_to_backoff(
 ) -> None:
     queue.add(pending("p"))
     popped = await pop_now(queue)
-    queue.move_all("AssignedPodDelete")  # e.g. a pod freed its node while we decided
+    queue.move_all()  # e.g. a pod freed its node while we decided
     queue.unschedulable(popped)
     assert queue.counts() == empty_counts(backoff=1)
     clock.advance(1)
@@ -162,7 +162,7 @@ async def test_event_before_the_attempt_does_not_count(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
     queue.add(pending("p"))
-    queue.move_all("NodeAdd")  # nothing in flight yet
+    queue.move_all()  # nothing in flight yet
     queue.unschedulable(await pop_now(queue))
     assert queue.counts() == empty_counts(unschedulable=1)
 
@@ -172,7 +172,7 @@ async def test_event_in_one_attempt_does_not_leak_into_the_next(
 ) -> None:
     queue.add(pending("p"))
     first = await pop_now(queue)
-    queue.move_all("NodeAdd")
+    queue.move_all()
     queue.unschedulable(first)  # to backoff
     clock.advance(1)
     queue.unschedulable(await pop_now(queue))  # no event this time
@@ -185,7 +185,7 @@ async def test_gated_pod_is_held_until_added_again_ungated(
     gated = info(pod("gated", "100m", gates=["example.com/wait"]))
     queue.add(gated, gated=True)
     assert queue.counts() == empty_counts(gated=1)
-    queue.move_all("NodeAdd")  # cluster events do not release gates
+    queue.move_all()  # cluster events do not release gates
     clock.advance(UNSCHEDULABLE_TIMEOUT + 1)
     queue.flush_unschedulable_leftovers()
     assert queue.counts() == empty_counts(gated=1)

@@ -184,7 +184,7 @@ def test_nominated_pods_keep_holding_capacity_in_dry_runs() -> None:
     )
     assert victims_on(env, pod("p", "2", priority=50), "n1") is None
     # A nominated pod below the preemptor does not hold anything.
-    env.view.on_pod("MODIFIED", pod("waiting", "2", priority=10, nominated="n1"))
+    env.events.on_pod("MODIFIED", pod("waiting", "2", priority=10, nominated="n1"))
     assert victims_on(env, pod("p", "2", priority=50), "n1") == ["low"]
 
 
@@ -375,7 +375,7 @@ def test_the_top_victim_is_the_highest_priority_one_even_with_pdbs() -> None:
 # -- why preemption did not help ------------------------------------------------------------
 
 
-async def test_not_helpful_no_victims_and_still_too_small() -> None:
+async def test_not_helpful_no_victims_and_larger_than_allocatable() -> None:
     env = make_env(
         node("tainted", taints=[taint("dedicated", "infra")]),
         node("peers"),
@@ -386,10 +386,12 @@ async def test_not_helpful_no_victims_and_still_too_small() -> None:
     result = await post_filter(env, pod("p", "2", priority=100))
     assert result.nominated_node == ""
     assert not result.status.ok
+    # "tiny" has 1 cpu allocatable for a 2-cpu pod: no eviction can help, kube-scheduler
+    # does not even try it (its Filter says UnschedulableAndUnresolvable).
     assert result.message == (
-        "preemption: 0/3 nodes are available: 1 Insufficient cpu, "
+        "preemption: 0/3 nodes are available: "
         "1 No preemption victims found for incoming pod, "
-        "1 Preemption is not helpful for scheduling."
+        "2 Preemption is not helpful for scheduling."
     )
 
 

@@ -1,0 +1,1 @@
+"""``kubectl berth``: the kubectl plugin that shows what Berth decided and holds."""

@@ -1,0 +1,39 @@
+"""What a node has free for a pod in this attempt: one rule for every plugin that asks.
+
+Allocatable minus what the node's pods (and reservations) request; minus what nominated
+preemptors of at least the pod's priority hold there, which takes only unreserved capacity
+and never what a reservation gives back; plus what a reservation gives back to its owner.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from berth.scheduler.framework import CycleState
+from berth.scheduler.nodetable import Ints, NodeTable
+
+
+def unreserved_free(state: CycleState, nodes: NodeTable) -> Ints:
+    """Per row and column: free capacity no reservation gives back, after nominated holds."""
+    free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
+    if state.nominated is not None:
+        free = np.maximum(free - _widened(state.nominated, free), np.minimum(free, 0))
+    return free
+
+
+def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
+    """Per row and column: what the pod may use (everything allocatable for a
+    pre-allocated reservation, which waits for room instead)."""
+    if state.ignore_requested:
+        return nodes.allocatable[: nodes.size].copy()
+    free = unreserved_free(state, nodes)
+    if state.released is not None:
+        free = free + _widened(state.released, free)
+    return free
+
+
+def _widened(table: Ints, like: Ints) -> Ints:
+    """A per-row table built before a resource was first seen, padded to ``like``."""
+    if table.shape[1] < like.shape[1]:
+        table = np.pad(table, ((0, 0), (0, like.shape[1] - table.shape[1])))
+    return table[: like.shape[0]]

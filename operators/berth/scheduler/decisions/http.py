@@ -1,0 +1,35 @@
+"""``/debug/pods/{namespace}/{name}``: a pod's decision record as JSON, read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from berth.scheduler.decisions.ledger import DecisionLedger
+
+PATH = "/debug/pods/{namespace}/{name}"
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def pod_decision_handler(ledger: DecisionLedger, leading: Callable[[], bool]) -> Handler:
+    """The route's handler. A replica that is not scheduling (a standby, or before its view
+    has synced) answers 503, so a client reaching it through a Service can try again."""
+
+    async def handle(request: web.Request) -> web.Response:
+        namespace = request.match_info["namespace"]
+        name = request.match_info["name"]
+        if not leading():
+            return web.json_response(
+                {"error": "this replica is not scheduling (standby, or not synced yet)"},
+                status=503,
+            )
+        decision = ledger.get(namespace, name)
+        if decision is None:
+            return web.json_response(
+                {"error": f"no decision recorded for pod {namespace}/{name}"}, status=404
+            )
+        return web.json_response(decision.to_json())
+
+    return handle

@@ -1,0 +1,206 @@
+"""The event table: where each watched kind's events go, in one written order.
+
+The role of kube-scheduler's ``eventhandlers.go``. Every watch event goes, in this order:
+
+1. the cluster view (the facts: nodes, pods, custom objects), which says what cluster
+   event the change amounts to;
+2. the reservation book (what each Reservation holds, and for whom);
+3. the plugins' caches: each plugin that ``consumes`` the kind, in profile order;
+4. intake: a pending pod (or a pending Reservation's template) enters the queue;
+5. the queue: the unschedulable pods this cluster event may help go back to be tried,
+   judged by the ``events_to_register`` of the plugins that rejected them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.scheduler.clusterevents import (
+    POD_DISRUPTION_BUDGET,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+)
+from berth.scheduler.framework import Plugin
+from berth.scheduler.placement import (
+    NO_REQUESTS,
+    RESERVATION_PLUGIN,
+    ReservationPlacement,
+    no_reservation_plugin,
+    pending,
+)
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.queue import SchedulingQueue
+from berth.scheduler.reservations import KIND as RESERVATION
+from berth.scheduler.reservations import ReservationBook, resized, template_pod
+from berth.scheduler.runtime import Framework
+from berth.scheduler.view import ClusterView, object_key
+
+POD = "Pod"
+
+Handler = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class EventHandlers:
+    view: ClusterView
+    book: ReservationBook
+    frameworks: dict[str, Framework]
+    # Intake and requeueing; None where nothing is queued (benchmarks of the cycle, tests).
+    queue: SchedulingQueue | None = None
+    placement: ReservationPlacement | None = None
+    _consumers: dict[str, list[Plugin]] = field(default_factory=dict)
+    _registrations: dict[tuple[str, str], tuple[ClusterEventWithHint, ...]] = field(
+        default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        seen: set[int] = set()
+        for framework in self.frameworks.values():
+            for name, plugin in framework.instances.items():
+                self._registrations[(framework.name, name)] = plugin.events_to_register()
+                if id(plugin) in seen:
+                    continue
+                seen.add(id(plugin))
+                for kind in plugin.consumes:
+                    self._consumers.setdefault(kind, []).append(plugin)
+
+    @property
+    def default_scheduler(self) -> str:
+        return next(iter(self.frameworks))
+
+    # -- the table -----------------------------------------------------------------------
+
+    def on_node(self, event: str, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        old = self.view.nodes.nodes[self.view.nodes.index[name]] if self._known(name) else None
+        cluster_event = self.view.on_node(event, node)
+        if cluster_event.action & ActionType.ADD:
+            self.book.on_node_added(name)
+        self._consume("Node", event, node)
+        self._requeue(cluster_event, old, None if event == "DELETED" else node)
+
+    def on_pod(self, event: str, raw: dict[str, Any]) -> None:
+        uid = (raw.get("metadata") or {}).get("uid", "")
+        old = self.view.pods.get(uid)
+        pod, cluster_event = self.view.on_pod(event, raw)
+        self.book.on_pod(event, pod)
+        self._consume(POD, event, pod)
+        self._admit(event, pod)
+        if cluster_event is not None:
+            self._requeue(cluster_event, old, None if event == "DELETED" else pod)
+
+    def on_priority_class(self, event: str, obj: dict[str, Any]) -> None:
+        self.view.on_priority_class(event, obj)
+
+    def on_pdb(self, event: str, obj: dict[str, Any]) -> None:
+        self.view.on_pdb(event, obj)
+        self._requeue(ClusterEvent(POD_DISRUPTION_BUDGET, _action(event)), None, obj)
+
+    def on_custom(self, kind: str) -> Handler:
+        """The handler of one custom kind's watch."""
+
+        def handle(event: str, obj: dict[str, Any]) -> None:
+            old = self.view.custom.get(kind, {}).get(object_key(obj))
+            self.view.on_custom(kind, event, obj)
+            if kind == RESERVATION:
+                self.book.on_reservation(event, obj)
+            self._consume(kind, event, obj)
+            if kind == RESERVATION:
+                self._admit_reservation(event, obj)
+            self._requeue(ClusterEvent(kind, _action(event)), old, obj)
+
+        return handle
+
+    # -- the steps -----------------------------------------------------------------------
+
+    def _known(self, node: str) -> bool:
+        return node in self.view.nodes.index
+
+    def _consume(self, kind: str, event: str, obj: Any) -> None:
+        for plugin in self._consumers.get(kind, ()):
+            plugin.on_event(kind, event, obj)
+
+    def _admit(self, event: str, pod: PodInfo) -> None:
+        """A pod of one of our profiles waiting for a node enters the queue; others leave it."""
+        queue = self.queue
+        if queue is None:
+            return
+        if event == "DELETED":
+            queue.delete(pod.uid)
+            return
+        framework = self.frameworks.get(pod.scheduler_name)
+        waiting = not pod.node_name and not pod.terminal and not pod.deleting
+        if framework is None or not waiting:
+            queue.delete(pod.uid)
+            return
+        if pod.uid in self.view.assumed:
+            return
+        queue.add(pod, gated=not framework.run_pre_enqueue(pod).ok)
+
+    def _admit_reservation(self, event: str, obj: dict[str, Any]) -> None:
+        """A Pending Reservation of one of our profiles is placed as its template's pod."""
+        queue = self.queue
+        if queue is None:
+            return
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        if not pending(event, obj):
+            queue.delete(uid)
+            held = self.book.held.get(uid)
+            if held is not None and resized(held) and self.placement is not None:
+                self.placement.explain_resize(held)
+            return
+        pod = template_pod(obj, self.view.priority_classes)
+        if not (pod.raw.get("spec") or {}).get("schedulerName"):
+            pod.scheduler_name = self.default_scheduler
+        framework = self.frameworks.get(pod.scheduler_name)
+        if framework is None:
+            return  # another scheduler's reservation
+        if uid in self.book.held or uid in self.view.assumed:
+            return  # placed a moment ago; the watch has not caught up
+        refusal = NO_REQUESTS if not pod.requests else ""
+        if not framework.has(RESERVATION_PLUGIN):
+            refusal = no_reservation_plugin(framework.name)
+        if refusal:
+            if self.placement is not None:
+                self.placement.refuse(obj, refusal)
+            return
+        queue.add(pod)
+
+    def _requeue(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        if self.queue is None:
+            return
+        self.queue.move(lambda pod, rejected_by: self._helps(pod, rejected_by, event, old, new))
+
+    def _helps(
+        self, pod: PodInfo, rejected_by: frozenset[str], event: ClusterEvent, old: Any, new: Any
+    ) -> bool:
+        """kube-scheduler's queueing hints: the event may help the pod if a plugin that
+        rejected it registered the event and its hint (if any) says so. A pod rejected by
+        no plugin in particular (an error) is tried again on any event."""
+        framework = self.frameworks.get(pod.scheduler_name)
+        if not rejected_by or framework is None:
+            return True
+        for name in rejected_by:
+            registrations = self._registrations.get((framework.name, name))
+            if registrations is None:
+                return True  # not one of the profile's plugins (a subset's name): be safe
+            if any(r.helps(pod, event, old, new) for r in registrations):
+                return True
+        return False
+
+    # -- the scheduler's own changes -----------------------------------------------------
+
+    def forgotten(self, pod: PodInfo) -> None:
+        """A pod assumed on a node was forgotten (its binding failed): its room is free."""
+        self._requeue(ClusterEvent(POD, ActionType.DELETE), pod, None)
+
+
+def _action(event: str) -> ActionType:
+    if event == "ADDED":
+        return ActionType.ADD
+    if event == "DELETED":
+        return ActionType.DELETE
+    return ActionType.UPDATE_OTHER

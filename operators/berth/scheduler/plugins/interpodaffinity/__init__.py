@@ -1,0 +1,1 @@
+"""InterPodAffinity: pod affinity and anti-affinity (kube-scheduler's plugin)."""

@@ -1,0 +1,273 @@
+"""One profile's framework: its plugins per extension point and the rules for running them.
+
+The role of kube-scheduler's ``runtime/framework.go``. ``schedule_one`` decides what to run
+when; this decides how one extension point runs: in which order, when it stops, what is
+rolled back. The rules are kube-scheduler's:
+
+- PreFilter: every plugin runs; the first rejection ends the attempt (its message replaces
+  the per-node reasons). A plugin answering Skip has its Filter left out for this pod.
+- Filter: over all rows at once, in order; a row is charged to the first filter it fails.
+- PostFilter: in order until one nominates a node.
+- Score: each plugin's 0..100, times its weight, summed.
+- Reserve: in order; when one fails, every Reserve plugin's Unreserve runs, in reverse.
+- PreBind: in order until one fails. Bind: the first plugin that does not Skip.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from berth.scheduler.framework import (
+    SUCCESS,
+    BindPlugin,
+    Code,
+    CycleState,
+    Diagnosis,
+    EvictionGuardPlugin,
+    FilterPlugin,
+    Handle,
+    Plugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+)
+from berth.scheduler.nodetable import Ints, Mask
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.view import ClusterView
+
+
+@dataclass
+class Framework:
+    """The resolved plugins of one profile, per extension point, in order."""
+
+    name: str
+    handle: Handle
+    percentage_of_nodes_to_score: int | None = None
+    instances: dict[str, Plugin] = field(default_factory=dict)
+    pre_enqueue: list[PreEnqueuePlugin] = field(default_factory=list)
+    pre_filter: list[PreFilterPlugin] = field(default_factory=list)
+    filter: list[FilterPlugin] = field(default_factory=list)
+    post_filter: list[PostFilterPlugin] = field(default_factory=list)
+    score: list[ScorePlugin] = field(default_factory=list)
+    reserve: list[ReservePlugin] = field(default_factory=list)
+    pre_bind: list[PreBindPlugin] = field(default_factory=list)
+    bind: list[BindPlugin] = field(default_factory=list)
+    weights: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def view(self) -> ClusterView:
+        return self.handle.view
+
+    @property
+    def percentage(self) -> int | None:
+        return self.percentage_of_nodes_to_score
+
+    def has(self, plugin: str) -> bool:
+        return plugin in self.instances
+
+    def at(self, point: str) -> list[Plugin]:
+        """The plugins at an extension point, by its configuration name ("preFilter")."""
+        attr = "".join("_" + c.lower() if c.isupper() else c for c in point)
+        plugins: list[Plugin] = getattr(self, attr)
+        return plugins
+
+    # -- queueing -----------------------------------------------------------------------
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for plugin in self.pre_enqueue:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    # -- filtering ----------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Every PreFilter plugin, after the nominated pods' holds are in ``state``."""
+        self._hold_nominated(state, pod)
+        nodes = self.view.nodes
+        for plugin in self.pre_filter:
+            status: Status = plugin.pre_filter(state, pod, nodes)
+            if status.skipped:
+                state.skip_filter.add(status.plugin or _name(plugin))
+            elif not status.ok:
+                return status
+        return SUCCESS
+
+    def run_filter(self, state: CycleState, pod: PodInfo) -> tuple[Ints, Diagnosis]:
+        """PreFilter then Filter over every row: the rows that pass, and why the others failed."""
+        nodes = self.view.nodes
+        status = self.run_pre_filter(state, pod)
+        if not status.ok:
+            empty = np.zeros(nodes.size, dtype=bool)
+            rejected = frozenset({status.plugin}) if status.plugin else frozenset()
+            return np.zeros(0, dtype=np.int64), Diagnosis(
+                nodes.count, {}, empty, status, plugins=rejected
+            )
+        feasible = nodes.present[: nodes.size].copy()
+        histogram: Counter[str] = Counter()
+        resolvable = np.zeros(nodes.size, dtype=bool)
+        rejecting: set[str] = set()
+        rejected_by: dict[str, tuple[str, Mask]] = {}
+        if state.node_subset is not None:
+            outside = int((feasible & ~state.node_subset).sum())
+            if outside:
+                plugins = " ".join(state.node_subset_by)
+                message = f"node(s) didn't satisfy plugin(s) [{plugins}]"
+                histogram[message] += outside
+                rejected_by[message] = (plugins, feasible & ~state.node_subset)
+                rejecting.update(state.node_subset_by)
+            feasible &= state.node_subset
+        for plugin in self.filter:
+            if not feasible.any():
+                break
+            if _name(plugin) in state.skip_filter:
+                continue
+            verdict = plugin.filter(state, pod, nodes)
+            newly_failed = feasible & ~verdict.passed
+            if not newly_failed.any():
+                continue
+            rejecting.add(_name(plugin))
+            for reason in verdict.reasons:
+                hit = reason.rows & newly_failed
+                count = int(hit.sum())
+                if count:
+                    histogram[reason.message] += count
+                    _, rows = rejected_by.setdefault(reason.message, (_name(plugin), hit))
+                    rows |= hit
+                    if reason.resolvable:
+                        resolvable |= hit
+            feasible &= verdict.passed
+        return np.flatnonzero(feasible), Diagnosis(
+            nodes.count,
+            dict(histogram),
+            resolvable,
+            plugins=frozenset(rejecting),
+            rejected_by=rejected_by,
+        )
+
+    def run_filter_at(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
+        """Why the pod does not fit on one row, from the first filter it fails; () if it fits.
+
+        Preemption's dry runs call this after taking pods off the row (``run_remove_pod``).
+        """
+        nodes = self.view.nodes
+        for plugin in self.filter:
+            if _name(plugin) in state.skip_filter:
+                continue
+            verdict = plugin.filter(state, pod, nodes)
+            if not verdict.passed[row]:
+                return tuple(r.message for r in verdict.reasons if r.rows[row])
+        return ()
+
+    def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
+        """Count ``other`` on the row again, for the node table and every PreFilter extension."""
+        self.view.nodes.add_pod(row, other)
+        for plugin in self.pre_filter:
+            if isinstance(plugin, PreFilterExtensions) and _name(plugin) not in state.skip_filter:
+                plugin.add_pod(state, pod, other, row)
+
+    def run_remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
+        """Take ``other`` off the row, for the node table and every PreFilter extension."""
+        self.view.nodes.remove_pod(row, other)
+        for plugin in self.pre_filter:
+            if isinstance(plugin, PreFilterExtensions) and _name(plugin) not in state.skip_filter:
+                plugin.remove_pod(state, pod, other, row)
+
+    def _hold_nominated(self, state: CycleState, pod: PodInfo) -> None:
+        """Put the nominated pods that outrank or equal ``pod`` on their nodes in ``state``.
+
+        Capacity freed for a preemptor stays its own against pods of lower priority.
+        """
+        view = self.view
+        held = [
+            (node, other)
+            for uid, (node, other) in view.nominated.items()
+            if uid != pod.uid and other.priority >= pod.priority
+        ]
+        if not held:
+            return
+        nodes = view.nodes
+        rows = [
+            (nodes.index.get(node), other, nodes.vector(other.requests)) for node, other in held
+        ]
+        table = np.zeros_like(nodes.requested)  # after vector(): every column exists
+        pods_col = nodes.columns["pods"]
+        for row, other, vector in rows:
+            if row is not None:
+                table[row] += vector
+                table[row, pods_col] += 1
+                state.nominated_pods.setdefault(row, []).append(other)
+        state.nominated = table
+
+    # -- after filtering --------------------------------------------------------------
+
+    async def run_post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> list[PostFilterResult]:
+        """Each PostFilter plugin until one nominates a node; every plugin's result."""
+        results: list[PostFilterResult] = []
+        for plugin in self.post_filter:
+            result = await plugin.post_filter(state, pod, diagnosis)
+            results.append(result)
+            if result.nominated_node:
+                break
+        return results
+
+    def run_score(self, state: CycleState, pod: PodInfo, rows: Ints) -> Ints:
+        """Each row's weighted sum of the score plugins' normalized scores."""
+        nodes = self.view.nodes
+        total = np.zeros(len(rows), dtype=np.int64)
+        for plugin in self.score:
+            total += plugin.score(state, pod, nodes, rows) * self.weights[_name(plugin)]
+        return total
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.reserve:
+            status = plugin.reserve(state, pod, node)
+            if not status.ok:
+                self.run_unreserve(state, pod, node)
+                return status
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order (each must be idempotent)."""
+        for plugin in reversed(self.reserve):
+            plugin.unreserve(state, pod, node)
+
+    async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Every enabled plugin's ``before_eviction``, in profile order, until one fails."""
+        for plugin in self.instances.values():
+            if isinstance(plugin, EvictionGuardPlugin):
+                status = await plugin.before_eviction(state, pod, node)
+                if not status.ok:
+                    return status
+        return SUCCESS
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.pre_bind:
+            status = await plugin.pre_bind(state, pod, node)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in self.bind:
+            status = await plugin.bind(state, pod, node)
+            if not status.skipped:
+                return status
+        return Status(Code.ERROR, ("no bind plugin bound the pod",), "")
+
+
+def _name(plugin: object) -> str:
+    name: str = getattr(plugin, "name", type(plugin).__name__)
+    return name

@@ -1,0 +1,178 @@
+"""One scheduling attempt for one pod, as kube-scheduler's ``ScheduleOne``.
+
+The scheduling cycle runs synchronously (no awaits inside the decision, so the view cannot
+change under it): find a node, assume the pod there, run Reserve. The binding cycle runs
+in a task of its own, so binding overlaps the next attempts: PreBind, Bind; a failure
+unreserves, forgets the pod and sends it back to the queue with backoff. A pod no node
+fits goes through PostFilter (preemption) and waits among the unschedulable pods until a
+cluster event that may help it. A Reservation's template goes the same way; its binding
+is its status, and so is its failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth import log
+from berth.scheduler.cycle import Cycle
+from berth.scheduler.decisions.ledger import DecisionLedger
+from berth.scheduler.decisions.record import of_attempt
+from berth.scheduler.eventhandlers import EventHandlers
+from berth.scheduler.framework import CycleState, PostFilterResult
+from berth.scheduler.messages import FitError, fit_message
+from berth.scheduler.metrics import SchedulerMetrics
+from berth.scheduler.placement import ReservationPlacement
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.queue import SchedulingQueue
+from berth.scheduler.runtime import Framework
+from berth.scheduler.view import ClusterView
+from berth.scheduler.writer import Writer
+
+logger = log.get(__name__)
+
+
+@dataclass
+class Profile:
+    framework: Framework
+    cycle: Cycle
+
+
+@dataclass
+class ScheduleOne:
+    profiles: dict[str, Profile]
+    view: ClusterView
+    queue: SchedulingQueue
+    writer: Writer
+    events: EventHandlers
+    placement: ReservationPlacement
+    metrics: SchedulerMetrics | None = None
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    decisions: DecisionLedger = field(default_factory=DecisionLedger)
+
+    async def __call__(self, pod: PodInfo) -> None:
+        """One attempt for one pod; never raises (a failure goes back to the queue)."""
+        current = self.view.pods.get(pod.uid, pod)
+        if (
+            current.node_name
+            or current.uid in self.view.assumed
+            or (current.reservation is not None and current.uid in self.events.book.held)
+        ):
+            self.queue.done(pod.uid)  # bound (or placed) meanwhile, by us or another scheduler
+            return
+        profile = self.profiles[current.scheduler_name]
+        fwk = profile.framework
+        state = CycleState()
+        started = time.perf_counter()
+        try:
+            placement = profile.cycle.schedule(state, current)
+        except FitError as fit:
+            await self.handle_unschedulable(profile, state, current, fit, started)
+            return
+        except Exception:
+            logger.exception(
+                "scheduling attempt failed", namespace=current.namespace, name=current.name
+            )
+            self.queue.retry(current)
+            self._record("error", started, fwk)
+            return
+        node = placement.node
+        self.view.assume(current, node)
+        status = fwk.run_reserve(state, current, node)
+        if not status.ok:
+            logger.warning(
+                "reserve failed",
+                namespace=current.namespace,
+                name=current.name,
+                node=node,
+                error=status.message,
+            )
+            self._forget(current)
+            self.queue.retry(current)
+            self._record("error", started, fwk)
+            return
+        self._record("scheduled", started, fwk)
+        self._spawn(self.binding_cycle(fwk, state, current, node))
+
+    async def binding_cycle(
+        self, fwk: Framework, state: CycleState, pod: PodInfo, node: str
+    ) -> None:
+        status = await fwk.run_pre_bind(state, pod, node)
+        if status.ok:
+            status = await fwk.run_bind(state, pod, node)
+        if status.ok:
+            self.queue.done(pod.uid)
+            logger.debug("bound", namespace=pod.namespace, name=pod.name, node=node)
+            return
+        logger.warning(
+            "binding failed",
+            namespace=pod.namespace,
+            name=pod.name,
+            node=node,
+            error=status.message,
+        )
+        fwk.run_unreserve(state, pod, node)
+        self._forget(pod)
+        self.queue.retry(pod)
+        if pod.reservation is None:
+            self.writer.event(pod.raw, "Pod", "FailedScheduling", status.message, warning=True)
+
+    async def handle_unschedulable(
+        self, profile: Profile, state: CycleState, pod: PodInfo, fit: FitError, started: float
+    ) -> None:
+        """PostFilter, then the pod waits for a helpful event and says why on itself."""
+        fwk = profile.framework
+        results: list[PostFilterResult] = []
+        try:
+            results = await fwk.run_post_filter(state, pod, fit.diagnosis)
+        except Exception:
+            logger.exception("post-filter failed", namespace=pod.namespace, name=pod.name)
+        result = results[-1] if results else PostFilterResult()
+        if self.metrics is not None:
+            for attempted in (r for r in results if r.attempted):
+                self.metrics.observe_preemption(
+                    attempted.victims if attempted.nominated_node else None
+                )
+        message = fit_message(fit.diagnosis, result.message)
+        self.queue.unschedulable(pod, fit.diagnosis.plugins)
+        self._record("unschedulable", started, fwk)
+        logger.info(
+            "pod unschedulable",
+            namespace=pod.namespace,
+            name=pod.name,
+            reason=message,
+            nominated=result.nominated_node or None,
+        )
+        if pod.reservation is not None:
+            self._spawn(self.placement.unschedulable(pod, message))
+        else:
+            names = self.view.nodes.names
+            self.decisions.record(
+                of_attempt(fwk, state, pod, fit.diagnosis, result, message, names)
+            )
+            self._spawn(self._report_unschedulable(pod, message))
+
+    async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:
+        self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
+        try:
+            await self.writer.unschedulable(pod, message)
+        except Exception as err:
+            logger.info(
+                "condition not written", namespace=pod.namespace, name=pod.name, error=str(err)
+            )
+
+    def _forget(self, pod: PodInfo) -> None:
+        if self.view.forget(pod):
+            self.events.forgotten(pod)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _record(self, result: str, started: float, fwk: Framework) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_attempt(result, fwk.name, time.perf_counter() - started)

@@ -1,0 +1,179 @@
+"""NodeResourcesFit and NodeResourcesBalancedAllocation scores, with kube-scheduler's
+formulas (least/most allocated, balanced allocation, non-zero requests).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.scheduler_fixtures import (
+    Json,
+    make_env,
+    node,
+    pod,
+    scores,
+)
+
+Mi = 1024**2
+Gi = 1024**3
+
+
+# -- scoring --------------------------------------------------------------------------------
+
+
+def test_least_allocated_prefers_the_emptier_node() -> None:
+    env = make_env(node("empty"), node("half"), pod("load", "2", "4Gi", node_name="half"))
+    wanted = pod("p", "1", "2Gi")
+    # (allocatable - requested) * 100 / allocatable per resource, averaged by weight.
+    assert scores(env, "NodeResourcesFit", wanted, "empty", "half") == [75, 25]
+    assert env.node_for(wanted) == "empty"
+
+
+def test_least_allocated_counts_requestless_pods_as_100m_200mi() -> None:
+    env = make_env(node("n1"), node("n2"), pod("idle", node_name="n2"))
+    # n1: cpu (4000-100)*100/4000 = 97, memory (8192-200)*100/8192 = 97.
+    # n2: cpu (4000-200)*100/4000 = 95, memory (8192-400)*100/8192 = 95.
+    assert scores(env, "NodeResourcesFit", pod("p"), "n1", "n2") == [97, 95]
+    assert env.node_for(pod("p")) == "n1"
+
+
+def test_most_allocated_prefers_the_fuller_node() -> None:
+    profile = {
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+        ]
+    }
+    env = make_env(
+        node("empty"), node("half"), pod("load", "2", "4Gi", node_name="half"), profile=profile
+    )
+    wanted = pod("p", "1", "2Gi")
+    assert scores(env, "NodeResourcesFit", wanted, "empty", "half") == [25, 75]
+    assert env.node_for(wanted) == "half"
+
+
+def test_resource_weights_in_the_scoring_strategy() -> None:
+    strategy = {
+        "type": "LeastAllocated",
+        "resources": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}],
+    }
+    profile = {
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}]
+    }
+    env = make_env(node("n1"), profile=profile)
+    # cpu (4000-1000)*100/4000 = 75 weighted 3, memory (8192-4096)*100/8192 = 50 weighted 1.
+    assert scores(env, "NodeResourcesFit", pod("p", "1", "4Gi"), "n1") == [(75 * 3 + 50) // 4]
+
+
+def test_scoring_skips_an_extended_resource_the_pod_does_not_request() -> None:
+    # calculateResourceAllocatableRequest returns (0, 0) for an extended resource the pod
+    # does not request, so it drops out of the weighted average.
+    strategy = {
+        "type": "LeastAllocated",
+        "resources": [{"name": "cpu", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 1}],
+    }
+    profile = {
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}]
+    }
+    env = make_env(
+        node("gpu", extra={"nvidia.com/gpu": "4"}),
+        pod("trainer", requests={"nvidia.com/gpu": "4"}, node_name="gpu"),
+        profile=profile,
+    )
+    # cpu only: (4000 - 100 - 1000) * 100 / 4000 = 72.
+    assert scores(env, "NodeResourcesFit", pod("p", "1"), "gpu") == [72]
+
+
+def kube_balanced(cpu_fraction: float, memory_fraction: float) -> int:
+    """balancedResourceScorer for two resources: (1 - |f1 - f2| / 2) * 100, fractions <= 1."""
+    f1, f2 = min(cpu_fraction, 1.0), min(memory_fraction, 1.0)
+    return int((1 - abs((f1 - f2) / 2)) * 100)
+
+
+def kube_balanced_change(with_pod: int, without_pod: int) -> int:
+    """v1.36 (kubernetes#135573): the change in balance the pod brings, mapped to 50..100."""
+    return 50 + (50 + with_pod - without_pod) // 2
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "expected"),
+    [
+        # An empty node is perfectly balanced (100) before the pod: the score is
+        # 50 + (balance with the pod - 50) / 2.
+        ("1", "2Gi", 75),
+        ("2", "1Gi", 65),
+        ("4", "0", 50),
+        ("6", "8Gi", 75),
+        ("1200m", "800Mi", 69),
+    ],
+)
+def test_balanced_allocation_score(cpu: str, memory: str, expected: int) -> None:
+    env = make_env(node("n1"))
+    assert scores(env, "NodeResourcesBalancedAllocation", pod("p", cpu, memory), "n1") == [expected]
+
+
+def test_balanced_allocation_matches_kube_formula_across_usages() -> None:
+    cpu_steps = range(0, 4001, 250)
+    memory_steps = range(0, 8 * 1024 + 1, 512)
+    objects: list[Json] = []
+    expected: list[int] = []
+    for i, used_cpu in enumerate(cpu_steps):
+        for j, used_memory in enumerate(memory_steps):
+            name = f"n-{i}-{j}"
+            objects.append(node(name))
+            objects.append(pod(f"load-{i}-{j}", f"{used_cpu}m", f"{used_memory}Mi", node_name=name))
+            # The incoming pod adds 300m and 700Mi.
+            with_pod = kube_balanced((used_cpu + 300) / 4000, (used_memory + 700) / 8192)
+            without_pod = kube_balanced(used_cpu / 4000, used_memory / 8192)
+            expected.append(kube_balanced_change(with_pod, without_pod))
+    env = make_env(*objects)
+    names = [n["metadata"]["name"] for n in objects if n["kind"] == "Node"]
+    got = scores(env, "NodeResourcesBalancedAllocation", pod("p", "300m", "700Mi"), *names)
+    assert got == expected
+
+
+def test_balanced_allocation_prefers_the_node_the_pod_balances() -> None:
+    # "balanced" is even before (100) and lopsided after (82): 66. "lopsided" is uneven
+    # before (75) and nearly even after (93): 84. Scoring only the balance with the pod
+    # (before v1.36) would have preferred "balanced".
+    env = make_env(
+        node("balanced"),
+        node("lopsided"),
+        pod("a", "1", "2Gi", node_name="balanced"),
+        pod("b", "2", "100Mi", node_name="lopsided"),
+    )
+    wanted = pod("p", "100m", "3Gi")
+    assert scores(env, "NodeResourcesBalancedAllocation", wanted, "balanced", "lopsided") == [
+        66,
+        84,
+    ]
+
+
+def test_kube_scheduler_score_case_two_nodes() -> None:
+    # Two 4 cpu / 8Gi nodes, one holding 2 cpu / 4Gi, the other 250m / 6Gi; a pod of
+    # 500m / 256Mi: NodeResourcesFit 41 / 51, BalancedAllocation 72 / 77, kube-scheduler
+    # v1.36 binds to the second node.
+    env = make_env(
+        node("first"),
+        node("second"),
+        pod("a", "2", "4Gi", node_name="first"),
+        pod("b", "250m", "6Gi", node_name="second"),
+    )
+    wanted = pod("p", "500m", "256Mi")
+    assert scores(env, "NodeResourcesFit", wanted, "first", "second") == [41, 51]
+    assert scores(env, "NodeResourcesBalancedAllocation", wanted, "first", "second") == [72, 77]
+    assert env.node_for(wanted) == "second"
+
+
+def test_balanced_allocation_does_not_steer_requestless_pods() -> None:
+    # kube-scheduler skips BalancedAllocation for best-effort pods (PreScore returns Skip,
+    # kubernetes#129138), so NodeResourcesFit alone decides: "lopsided" scores 73 against
+    # "even"'s 71 there, while a balance score would have favoured "even".
+    env = make_env(
+        node("even", memory="4Gi"),
+        node("lopsided", memory="4Gi"),
+        pod("a", "1", "1Gi", node_name="even"),
+        pod("b", "1800m", "1Mi", node_name="lopsided"),
+    )
+    best_effort = pod("p")
+    assert scores(env, "NodeResourcesFit", best_effort, "even", "lopsided") == [71, 73]
+    assert env.node_for(best_effort) == "lopsided"

@@ -1,0 +1,81 @@
+"""Every PodSpec field is honoured by Berth's scheduler, refused by name, or has no say in
+placement: a field the API gains fails this test until someone decides which."""
+
+from __future__ import annotations
+
+import kubernetes.client
+import kubernetes_asyncio.client
+import pytest
+
+from berth.scheduler.plugins.placementfields import (
+    HONOURED,
+    NOT_PLACEMENT,
+    PLACED_VOLUME_SOURCES,
+    REFUSED,
+    UNPLACED_VOLUME_SOURCES,
+)
+from tests.unit.scheduler_fixtures import make_env, node, pod
+
+
+def api_fields(model: str) -> set[str]:
+    """The model's JSON field names in both API clients (``kubernetes`` is pinned old;
+    ``kubernetes_asyncio`` follows the current API)."""
+    fields: set[str] = set()
+    for client in (kubernetes.client, kubernetes_asyncio.client):
+        fields |= set(getattr(client, model).attribute_map.values())
+    return fields
+
+
+def test_every_pod_spec_field_is_classified() -> None:
+    classified = HONOURED | set(REFUSED) | NOT_PLACEMENT
+    assert api_fields("V1PodSpec") - classified == set()
+    assert not HONOURED & set(REFUSED)
+    assert not (HONOURED | set(REFUSED)) & NOT_PLACEMENT
+
+
+def test_every_volume_source_is_classified() -> None:
+    assert (
+        api_fields("V1Volume") - {"name"} - PLACED_VOLUME_SOURCES - UNPLACED_VOLUME_SOURCES == set()
+    )
+    assert not PLACED_VOLUME_SOURCES & UNPLACED_VOLUME_SOURCES
+
+
+def test_the_walk_would_catch_a_new_field() -> None:
+    # What the first test relies on: a field nobody classified shows up.
+    assert "someFutureField" not in HONOURED | set(REFUSED) | NOT_PLACEMENT
+
+
+def refused(spec_update: dict[str, object]) -> str:
+    env = make_env(node("n1"), node("n2"))
+    raw = pod("p", "100m")
+    raw["spec"].update(spec_update)
+    return env.message(raw)
+
+
+def test_device_claims_are_refused_by_name() -> None:
+    message = refused({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]})
+    assert message == (
+        "0/2 nodes are available: Berth does not allocate device claims: spec.resourceClaims."
+    )
+
+
+@pytest.mark.parametrize("source", sorted(PLACED_VOLUME_SOURCES))
+def test_volumes_that_steer_placement_are_refused_by_name(source: str) -> None:
+    message = refused(
+        {"volumes": [{"name": "cfg", "configMap": {"name": "c"}}, {"name": "data", source: {}}]}
+    )
+    assert message == (
+        "0/2 nodes are available: Berth does not place pods by their volumes: "
+        f"spec.volumes[1].{source} (volume 'data')."
+    )
+
+
+def test_volumes_without_placement_effect_are_fine() -> None:
+    env = make_env(node("n1"))
+    raw = pod("p", "100m")
+    raw["spec"]["volumes"] = [
+        {"name": "cfg", "configMap": {"name": "c"}},
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "token", "projected": {"sources": []}},
+    ]
+    assert env.node_for(raw) == "n1"

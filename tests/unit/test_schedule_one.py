@@ -1,0 +1,313 @@
+"""The scheduling loop without a cluster: schedule_one, a failed binding, the unschedulable
+path, queueing hints, and a Reservation placed through the same plugin points.
+
+The writer is a recorder of what the loop would send to the API server: these tests are
+about the loop's decisions, the integration tests about the API calls themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth.scheduler.assembly import Assembly, assemble
+from berth.scheduler.config import Profile
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.queue import SchedulingQueue
+from berth.scheduler.reservations import template_pod
+from berth.scheduler.schedule_one import ScheduleOne
+from berth.scheduler.writer import Writer
+from tests.unit.scheduler_fixtures import Json, node, pod
+
+RESERVATION_PROFILE = {
+    "schedulerName": "berth-scheduler",
+    "plugins": {"multiPoint": {"enabled": [{"name": "Reservation"}]}},
+}
+
+
+class RecordingWriter:
+    """What the loop asks the API server to do, in order; ``refuse_bind`` makes bindings fail."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.refuse_bind = False
+
+    async def bind(self, pod: PodInfo, node: str) -> None:
+        if self.refuse_bind:
+            raise ApiException(status=409, reason="Conflict")
+        self.calls.append(("bind", (pod.name, node)))
+
+    async def unschedulable(self, pod: PodInfo, message: str) -> None:
+        self.calls.append(("unschedulable", (pod.name, message)))
+
+    async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
+        self.calls.append(("reservation_status", (name, status)))
+
+    async def annotate(self, pod: PodInfo, annotations: dict[str, str]) -> None:
+        self.calls.append(("annotate", (pod.name, annotations)))
+
+    async def create_reservation(self, body: Json) -> Json:
+        created = {**body, "metadata": {**body["metadata"], "uid": "rsv-made"}}
+        self.calls.append(("create_reservation", created))
+        return created
+
+    async def mark_preempted(self, pod: PodInfo, message: str) -> None:
+        self.calls.append(("mark_preempted", pod.name))
+
+    async def evict(self, pod: PodInfo) -> None:
+        self.calls.append(("evict", pod.name))
+
+    async def nominate(self, pod: PodInfo, node: str) -> None:
+        self.calls.append(("nominate", (pod.name, node)))
+
+    def event(self, obj: Json, kind: str, reason: str, message: str, **_: Any) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        self.calls.append(("event", (kind, name, reason, message)))
+
+    def events(self, reason: str) -> list[str]:
+        return [c[1][3] for c in self.calls if c[0] == "event" and c[1][2] == reason]
+
+
+class Loop:
+    def __init__(self, *objects: Json, profile: Json | None = None) -> None:
+        self.writer = RecordingWriter()
+        self.queue = SchedulingQueue(initial_backoff=0.0, max_backoff=0.0)
+        config = Profile.model_validate(profile or {"schedulerName": "berth-scheduler"})
+        self.parts: Assembly = assemble(
+            [config], writer=cast(Writer, self.writer), queue=self.queue
+        )
+        assert self.parts.placement is not None
+        self.schedule_one = ScheduleOne(
+            self.parts.profiles,
+            self.parts.view,
+            self.queue,
+            cast(Writer, self.writer),
+            self.parts.events,
+            self.parts.placement,
+        )
+        for obj in objects:
+            if obj["kind"] == "Node":
+                self.parts.events.on_node("ADDED", obj)
+            else:
+                self.parts.events.on_pod("ADDED", obj)
+
+    async def attempt(self) -> PodInfo:
+        """Pop the next pod, run one attempt and let its binding finish."""
+        popped = await asyncio.wait_for(self.queue.pop(), 1)
+        await self.schedule_one(popped)
+        await asyncio.gather(*self.schedule_one.tasks)
+        return popped
+
+
+def berth_pod(name: str, cpu: str, **kwargs: Any) -> Json:
+    raw = pod(name, cpu, **kwargs)
+    raw["spec"]["schedulerName"] = "berth-scheduler"
+    return raw
+
+
+async def test_a_pod_is_assumed_reserved_and_bound() -> None:
+    loop = Loop(node("n1", cpu="4"), berth_pod("p", "1"))
+    await loop.attempt()
+    assert ("bind", ("p", "n1")) in loop.writer.calls
+    assert loop.writer.events("Scheduled") == ["Successfully assigned default/p to n1"]
+    assert "uid-default-p" in loop.parts.view.assumed  # counted until the watch shows the binding
+    assert "uid-default-p" not in loop.queue
+
+
+async def test_a_failed_binding_unreserves_forgets_and_retries() -> None:
+    quota = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "q", "namespace": "default", "uid": "q"},
+        "spec": {"min": {"cpu": "4"}, "max": {"cpu": "4"}},
+    }
+    profile = {
+        "schedulerName": "berth-scheduler",
+        "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
+    }
+    loop = Loop(node("n1", cpu="4"), berth_pod("p", "1"), profile=profile)
+    loop.parts.events.on_custom("ElasticQuota")("ADDED", quota)
+    loop.writer.refuse_bind = True
+    await loop.attempt()
+    capacity: Any = loop.parts.profile().framework.instances["CapacityScheduling"]
+    assert capacity.ledger.used_of("default").get("cpu") == 0  # Unreserve gave it back
+    assert "uid-default-p" not in loop.parts.view.assumed
+    assert loop.parts.view.nodes.requested[0, 0] == 0  # forgotten: the node is free again
+    assert loop.writer.events("FailedScheduling") == ["binding rejected: Conflict"]
+    assert loop.queue.counts()["backoff"] + loop.queue.counts()["active"] == 1
+    loop.writer.refuse_bind = False
+    await loop.attempt()
+    assert ("bind", ("p", "n1")) in loop.writer.calls
+
+
+async def test_an_unschedulable_pod_says_why_and_waits_for_an_event_that_helps() -> None:
+    loop = Loop(node("n1", cpu="2"), berth_pod("big", "3"))
+    await loop.attempt()
+    # 3 cpu asked of a 2-cpu node: no eviction can make room (kube-scheduler's wording).
+    message = (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+        "1 Preemption is not helpful for scheduling."
+    )
+    assert ("unschedulable", ("big", message)) in loop.writer.calls
+    assert loop.writer.events("FailedScheduling") == [message]
+    assert loop.queue.counts()["unschedulable"] == 1
+    # A label change cannot help a pod NodeResourcesFit rejected ...
+    labelled = node("n1", cpu="2", labels={"zone": "a"})
+    loop.parts.events.on_node("MODIFIED", labelled)
+    assert loop.queue.counts()["unschedulable"] == 1
+    # ... a node whose allocatable grows can.
+    loop.parts.events.on_node("MODIFIED", node("n1", cpu="4", labels={"zone": "a"}))
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("big", "n1")) in loop.writer.calls
+
+
+async def test_a_bound_pod_deleted_brings_back_a_pod_it_kept_out() -> None:
+    holder = pod("holder", "2", node_name="n1")
+    loop = Loop(node("n1", cpu="2"), holder, berth_pod("waiting", "1"))
+    await loop.attempt()
+    assert loop.queue.counts()["unschedulable"] == 1
+    loop.parts.events.on_pod("DELETED", holder)
+    assert loop.queue.counts()["unschedulable"] == 0
+
+
+def reservation(name: str, cpu: str, **spec: Any) -> Json:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {
+            "name": name,
+            "uid": f"rsv-{name}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "schedulerName": "berth-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                }
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+            **spec,
+        },
+    }
+
+
+async def test_a_reservation_goes_through_the_plugin_points_and_binds_as_its_status() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    loop.parts.events.on_custom("Reservation")("ADDED", reservation("r", "3"))
+    await loop.attempt()
+    (written,) = [c[1] for c in loop.writer.calls if c[0] == "reservation_status"]
+    name, status = written
+    assert (name, status["phase"], status["nodeName"]) == ("r", "Available", "n1")
+    assert "rsv-r" in loop.parts.book.held  # the book holds the capacity ...
+    assert "rsv-r" not in loop.parts.view.assumed  # ... not the assumed template
+    assert loop.parts.view.nodes.requested[0, 0] == 3000
+    assert not [c for c in loop.writer.calls if c[0] == "bind"]
+
+
+async def test_a_pre_allocated_reservation_is_placed_on_a_full_node_and_waits() -> None:
+    full = pod("full", "4", node_name="n1")
+    loop = Loop(node("n1", cpu="4"), full, profile=RESERVATION_PROFILE)
+    loop.parts.events.on_custom("Reservation")("ADDED", reservation("r", "2", preAllocation=True))
+    await loop.attempt()
+    (written,) = [c[1] for c in loop.writer.calls if c[0] == "reservation_status"]
+    assert (written[1]["phase"], written[1]["nodeName"]) == ("Waiting", "n1")
+
+
+async def test_a_reservation_that_fits_nowhere_says_so_on_its_status() -> None:
+    loop = Loop(node("n1", cpu="2"), profile=RESERVATION_PROFILE)
+    loop.parts.events.on_custom("Reservation")("ADDED", reservation("r", "3"))
+    await loop.attempt()
+    await asyncio.gather(*loop.schedule_one.tasks)
+    (written,) = [c[1] for c in loop.writer.calls if c[0] == "reservation_status"]
+    scheduled = next(c for c in written[1]["conditions"] if c["type"] == "Scheduled")
+    assert written[1]["phase"] == "Pending"
+    assert scheduled["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert not [c for c in loop.writer.calls if c[0] == "unschedulable"]  # not a Pod
+
+
+async def test_a_profile_without_the_reservation_plugin_refuses_reservations_by_name() -> None:
+    loop = Loop(node("n1", cpu="4"))
+    loop.parts.events.on_custom("Reservation")("ADDED", reservation("r", "1"))
+    await asyncio.sleep(0)  # the status write is a task of its own
+    await asyncio.gather(*loop.parts.placement._tasks)  # type: ignore[union-attr]
+    (refusal,) = loop.writer.events("FailedScheduling")
+    assert "does not enable the Reservation plugin" in refusal
+    assert "rsv-r" not in loop.queue
+
+
+def test_a_reservation_template_is_typed_as_one() -> None:
+    template = template_pod(reservation("r", "1"), {})
+    assert template.reservation is not None
+    assert template.reservation["metadata"]["name"] == "r"
+
+
+async def test_a_placed_reservation_edited_bigger_keeps_what_it_was_granted() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    placed = reservation("r", "2")
+    placed["status"] = {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "2"}}
+    loop.parts.events.on_custom("Reservation")("ADDED", placed)
+    grown = reservation("r", "7")
+    grown["status"] = placed["status"]
+    loop.parts.events.on_custom("Reservation")("MODIFIED", grown)
+    assert loop.parts.book.held["rsv-r"].allocatable == {"cpu": 2000}
+    assert loop.parts.view.nodes.requested[0, 0] == 2000  # never 7000 on a 4000m node
+    (warning,) = loop.writer.events("ResizeRefused")
+    assert "now requests cpu=7 but the reservation holds cpu=2 on node n1" in warning
+    loop.parts.events.on_custom("Reservation")("MODIFIED", grown)
+    assert len(loop.writer.events("ResizeRefused")) == 1  # said once per new size
+
+
+STORY_1 = {
+    "schedulerName": "berth-scheduler",
+    "plugins": {"multiPoint": {"enabled": [{"name": "Reservation"}]}},
+    "pluginConfig": [{"name": "Reservation", "args": {"reservePreemptedCapacity": True}}],
+}
+
+
+async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() -> None:
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor, profile=STORY_1)
+    await loop.attempt()
+    order = [c[0] for c in loop.writer.calls]
+    assert order.index("create_reservation") < order.index("reservation_status")
+    assert order.index("reservation_status") < order.index("evict")
+    (created,) = [c[1] for c in loop.writer.calls if c[0] == "create_reservation"]
+    owner = {"namespace": "default", "name": "preemptor", "uid": "uid-default-preemptor"}
+    assert created["spec"]["owners"] == [{"object": owner}]
+    assert created["spec"]["allocateOnce"] is True
+    assert created["spec"]["template"]["spec"]["nodeName"] == "n1"
+    assert loop.parts.book.held["rsv-made"].raw["status"]["phase"] == "Waiting"
+    # The victim leaves: the reservation turns Available, and a stranger of any priority
+    # finds the freed capacity taken.
+    loop.parts.events.on_pod("DELETED", low)
+    assert loop.parts.placement is not None
+    await loop.parts.placement.check_waiting()
+    assert loop.parts.book.held["rsv-made"].raw["status"]["phase"] == "Available"
+    loop.parts.events.on_pod("ADDED", berth_pod("stranger", "4", priority=1000))
+    assert (await loop.attempt()).name == "stranger"
+    assert not [c for c in loop.writer.calls if c[0] == "bind"]
+    # Both are tried again (the stranger first, by priority): only the preemptor binds,
+    # into its reservation.
+    loop.queue.move_all()
+    assert [(await loop.attempt()).name for _ in range(2)] == ["stranger", "preemptor"]
+    assert [c[1] for c in loop.writer.calls if c[0] == "bind"] == [("preemptor", "n1")]
+
+
+async def test_without_the_switch_no_reservation_is_made_for_a_preemptor() -> None:
+    profile = {**STORY_1, "pluginConfig": []}
+    low = pod("low", "4", node_name="n1")
+    loop = Loop(node("n1", cpu="4"), low, berth_pod("p", "4", priority=100), profile=profile)
+    await loop.attempt()
+    assert ("evict", "low") in loop.writer.calls
+    assert not [c for c in loop.writer.calls if c[0] == "create_reservation"]
+    # The nominated hold keeps out only pods of lower priority: a stranger above the
+    # preemptor takes what the eviction freed (what Story 1 prevents).
+    loop.parts.events.on_pod("DELETED", low)
+    loop.parts.events.on_pod("ADDED", berth_pod("stranger", "4", priority=1000))
+    assert (await loop.attempt()).name == "stranger"
+    assert ("bind", ("stranger", "n1")) in loop.writer.calls

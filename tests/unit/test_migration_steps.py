@@ -376,3 +376,16 @@ def test_a_pod_gone_after_a_refused_eviction_was_evicted_by_a_retry() -> None:
     decision = decide(Facts(job(status, **REF), NOW, None, reservation("Available"), True))
     assert decision.status is not None
     assert conditions(decision.status)["Eviction"] == ("True", "EvictComplete")
+
+
+def test_a_reservation_not_tried_yet_is_waited_for_quietly() -> None:
+    pending = {
+        "type": "Scheduled",
+        "status": "False",
+        "reason": "Pending",
+        "message": "waiting for the scheduler to place it",
+    }
+    rsv = reservation("Pending", None, conditions=[pending])
+    decision = decide(Facts(job(RUNNING, **REF), NOW, source(), rsv, True))
+    assert decision.status is None
+    assert decision.recheck is not None

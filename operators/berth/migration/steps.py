@@ -321,7 +321,12 @@ def _waiting_for_reservation(facts: Facts, reservation: Reservation, out: Json) 
         None,
     )
     events: list[Event] = []
-    if scheduled is not None and scheduled.status == "False":
+    # Scheduled=False/Pending only says the scheduler has not tried yet.
+    if (
+        scheduled is not None
+        and scheduled.status == "False"
+        and scheduled.reason == ReservationReason.UNSCHEDULABLE
+    ):
         message = scheduled.message or "the scheduler found no node for the Reservation"
         if _set_condition(
             out, Cond.RESERVATION_SCHEDULED, False, Reason.UNSCHEDULABLE, message, facts.now

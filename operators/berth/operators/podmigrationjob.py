@@ -36,6 +36,7 @@ from berth.api.podmigrationjob import (
 from berth.api.reservation import GROUP, VERSION, Reservation
 from berth.kube.client import api_client, succeeded
 from berth.kube.events import event_body, post_event
+from berth.kube.write import ApiWriter
 from berth.migration.arbitration import Passed, Workload, hold, passed_annotations, passed_of
 from berth.migration.args import MigrationControllerArgs
 from berth.migration.filters import controller_of, refusal
@@ -109,6 +110,7 @@ class Migrations:
         self.custom: Any = CustomObjectsApi(api)
         self.core: Any = CoreV1Api(api)
         self.scheduling: Any = SchedulingV1Api(api)
+        self.writer = ApiWriter(api)
         self.evictions = TokenBucket(args.evict_qps, args.evict_burst)
         self._marked: set[str] = set()
         self._due: dict[str, datetime] = {}
@@ -312,7 +314,7 @@ class Migrations:
             warning=event.warning,
             component=COMPONENT,
         )
-        await post_event(self.core, body)
+        await post_event(self.writer, body)
 
     # --- arbitration -----------------------------------------------------------------------
 

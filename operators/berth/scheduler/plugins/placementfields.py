@@ -2,9 +2,9 @@
 
 kube-scheduler honours a pod's device claims and workload gangs when it places the pod;
 binding such a pod while ignoring them would put it where it cannot run. Until Berth
-implements them, such a pod stays Pending, Unschedulable, with a message naming the field. ``HONOURED`` and
-``NOT_PLACEMENT`` say what Berth does with every other PodSpec field (a unit test walks
-the API's PodSpec so a new field cannot go unclassified).
+implements them, such a pod stays Pending, Unschedulable, with a message naming the
+field. ``HONOURED`` and ``NOT_PLACEMENT`` say what Berth does with every other PodSpec
+field (a unit test walks the API's PodSpec so a new field cannot go unclassified).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from berth.scheduler.volumestore import READ_WRITE_ONCE_POD, PersistentVolumeCla
 
 DISK_CONFLICT = "node(s) had no available disk"
 RWOP_CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
 )
 STATE = "VolumeRestrictions"
 

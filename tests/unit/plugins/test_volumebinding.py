@@ -116,8 +116,7 @@ def test_an_ephemeral_volumes_claim_must_exist_and_be_the_pods() -> None:
     raw = with_volumes(pod("p", "100m"), {"name": "scratch", "ephemeral": {}})
     env = make_env(*three_nodes())
     assert env.message(raw).endswith(
-        "waiting for ephemeral volume controller to create the persistentvolumeclaim "
-        '"p-scratch".'
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch".'
     )
     env = make_env(*three_nodes(), pvc("p-scratch", owner_uid="someone-else"))
     assert env.message(raw).endswith(

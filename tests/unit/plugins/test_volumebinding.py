@@ -232,3 +232,39 @@ def test_unknown_and_scoring_arguments_are_refused() -> None:
         make_env(profile=profile({"shape": []}))
     with pytest.raises(ConfigError, match="bindTimeoutSeconds"):
         make_env(profile=profile({"bindTimeoutSeconds": -1}))
+
+
+def test_a_pod_waiting_for_its_claim_goes_back_when_the_claim_is_bound() -> None:
+    from berth.scheduler.clusterevents import PERSISTENT_VOLUME_CLAIM, ActionType, ClusterEvent
+
+    env = make_env(*three_nodes())
+    plugin: VolumeBinding = env.plugin("VolumeBinding")
+    (registration,) = [
+        r for r in plugin.events_to_register() if r.event.resource == PERSISTENT_VOLUME_CLAIM
+    ]
+    waiting = info(with_volumes(pod("p", "100m"), "data"))
+    update = ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.UPDATE_OTHER)
+    before = PersistentVolumeClaim.parse(pvc("data"))
+    after = PersistentVolumeClaim.parse(pvc("data", volume="vol"))
+    other = PersistentVolumeClaim.parse(pvc("other", volume="vol"))
+    assert registration.helps(waiting, update, before, after)
+    assert not registration.helps(waiting, update, None, other)
+
+
+async def test_a_pod_refused_for_an_unbound_claim_is_scheduled_once_the_claim_binds() -> None:
+    from tests.unit.test_schedule_one import Loop, berth_pod
+
+    loop = Loop(*three_nodes(), with_volumes(berth_pod("p", "100m"), "data"))
+    events = loop.parts.events
+    events.on_pvc("ADDED", pvc("data"))
+    await loop.attempt()
+    message = f"0/3 nodes are available: {UNBOUND_IMMEDIATE}."
+    assert ("unschedulable", ("p", message)) in loop.writer.calls
+    assert loop.queue.counts()["unschedulable"] == 1
+    events.on_pvc("ADDED", pvc("unrelated"))  # not the pod's claim
+    assert loop.queue.counts()["unschedulable"] == 1
+    events.on_pv("ADDED", pv("vol", claim=("default", "data"), on_nodes=["n2"]))
+    events.on_pvc("MODIFIED", pvc("data", volume="vol"))
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("p", "n2")) in loop.writer.calls

@@ -144,7 +144,7 @@ class VolumeBinding(Plugin):
         changed = ActionType.ADD | ActionType.UPDATE_OTHER
         return (
             on(STORAGE_CLASS, changed),
-            on(PERSISTENT_VOLUME_CLAIM, changed),
+            on(PERSISTENT_VOLUME_CLAIM, changed, _claim_of_pod),
             on(PERSISTENT_VOLUME, changed),
             on(CSI_NODE, changed),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
@@ -288,6 +288,14 @@ class VolumeBinding(Plugin):
             return Status(Code.ERROR, (f"binding volumes: {reason}",), self.name)
         logger.debug("volumes bound", namespace=pod.namespace, name=pod.name, node=node)
         return SUCCESS
+
+
+def _claim_of_pod(pod: PodInfo, old: object, new: object) -> bool:
+    """A claim's change helps only the pods that mount it."""
+    claim = new if isinstance(new, PersistentVolumeClaim) else old
+    if not isinstance(claim, PersistentVolumeClaim):
+        return True
+    return claim.namespace == pod.namespace and claim.name in pod.volumes.claim_names
 
 
 def _claim_ref_patch(pv: PersistentVolume, claim: PersistentVolumeClaim) -> dict[str, Any]:

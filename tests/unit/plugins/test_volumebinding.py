@@ -268,3 +268,28 @@ async def test_a_pod_refused_for_an_unbound_claim_is_scheduled_once_the_claim_bi
     assert loop.queue.counts()["unschedulable"] == 0
     await loop.attempt()
     assert ("bind", ("p", "n2")) in loop.writer.calls
+
+
+def test_two_claims_need_two_pvs_on_the_node() -> None:
+    env = make_env(
+        *three_nodes(),
+        storage_class("local", provisioner="kubernetes.io/no-provisioner"),
+        pvc("a", storage_class="local"),
+        pvc("b", storage_class="local"),
+        pv("one-on-n1", storage_class="local", on_nodes=["n1"]),
+        pv("one-on-n2", storage_class="local", on_nodes=["n2"]),
+        pv("two-on-n2", storage_class="local", on_nodes=["n2"]),
+    )
+    assert env.feasible(with_volumes(pod("p", "100m"), "a")) == ["n1", "n2"]
+    assert env.feasible(with_volumes(pod("p", "100m"), "a", "b")) == ["n2"]
+
+
+def test_a_pre_bound_pv_decides_for_its_claim() -> None:
+    env = make_env(
+        *three_nodes(),
+        storage_class("local", provisioner="kubernetes.io/no-provisioner"),
+        pvc("a", storage_class="local"),
+        pv("free-on-n1", storage_class="local", on_nodes=["n1"]),
+        pv("for-a-on-n2", storage_class="local", on_nodes=["n2"], claim=("default", "a")),
+    )
+    assert env.feasible(with_volumes(pod("p", "100m"), "a")) == ["n2"]

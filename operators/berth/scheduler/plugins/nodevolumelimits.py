@@ -26,7 +26,6 @@ from berth.scheduler.framework import (
     CycleState,
     Handle,
     Plugin,
-    Reason,
     Status,
     Verdict,
     skip,
@@ -141,16 +140,23 @@ class NodeVolumeLimits(Plugin):
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         store = self.handle.view.volumes
+        refused = attachable(store, pod, None)
+        if isinstance(refused, str):  # a missing claim: no node can take the pod
+            return Verdict.failing(
+                nodes, nodes.present[: nodes.size].copy(), refused, resolvable=False
+            )
         failed = np.zeros(nodes.size, dtype=bool)
-        missing = np.zeros(nodes.size, dtype=bool)
-        missing_reason = ""
+        # The pod's volumes differ per node only by which in-tree plugins it migrated.
+        by_migration: dict[frozenset[str], dict[str, str]] = {}
         for row in nodes.rows():
             csi_node = store.csi_nodes.get(nodes.names[row])
-            new = attachable(store, pod, csi_node)
-            if isinstance(new, str):
-                missing[row], missing_reason = True, new
+            if csi_node is None or not csi_node.limits:
                 continue
-            if not new or csi_node is None or not csi_node.limits:
+            new = by_migration.get(csi_node.migrated)
+            if new is None:
+                found = attachable(store, pod, csi_node)
+                new = by_migration[csi_node.migrated] = found if isinstance(found, dict) else {}
+            if not new:
                 continue
             attached = self._node_volumes(row, nodes, csi_node)
             nominated = state.nominated_pods.get(row)
@@ -160,19 +166,18 @@ class NodeVolumeLimits(Plugin):
                     counted = attachable(store, other, csi_node)
                     if isinstance(counted, dict):
                         attached.update(counted)
-            counts: dict[str, int] = {}
-            for unique, driver in new.items():
-                if unique not in attached:
-                    counts[driver] = counts.get(driver, 0) + 1
-            for driver, count in counts.items():
-                limit = csi_node.limits.get(driver)
-                if limit is None:
-                    continue
-                used = sum(1 for d in attached.values() if d == driver)
-                if used + count > limit:
-                    failed[row] = True
-                    break
-        reasons = [Reason(failed, MAX_VOLUME_COUNT)]
-        if missing.any():
-            reasons.append(Reason(missing, missing_reason, resolvable=False))
-        return Verdict(~(failed | missing), tuple(reasons))
+            failed[row] = _over_limit(new, attached, csi_node.limits)
+        return Verdict.failing(nodes, failed, MAX_VOLUME_COUNT)
+
+
+def _over_limit(new: dict[str, str], attached: dict[str, str], limits: dict[str, int]) -> bool:
+    """Whether the pod's volumes not yet on the node take a driver past its limit."""
+    counts: dict[str, int] = {}
+    for unique, driver in new.items():
+        if unique not in attached:
+            counts[driver] = counts.get(driver, 0) + 1
+    for driver, count in counts.items():
+        limit = limits.get(driver)
+        if limit is not None and sum(d == driver for d in attached.values()) + count > limit:
+            return True
+    return False

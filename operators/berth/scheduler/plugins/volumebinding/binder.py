@@ -166,6 +166,30 @@ def bound_reasons(
     return conflict, missing
 
 
+PREBOUND = "prebound"
+AVAILABLE = "available"
+
+
+def fit(pv: PersistentVolume, claim: PersistentVolumeClaim) -> str:
+    """What the PV is to the claim, wherever the node: PREBOUND (its claimRef names the
+    claim), AVAILABLE (free and fitting), or "" (not for this claim)."""
+    if pv.claim_ref is not None and not pv.bound_to(claim):
+        return ""
+    if pv.capacity < claim.request or pv.volume_mode != claim.volume_mode or pv.deleting:
+        return ""
+    if pv.bound_to(claim):
+        return PREBOUND
+    if pv.phase != "Available" or pv.storage_class != claim.storage_class:
+        return ""
+    if claim.selector is not None and not claim.selector.matches(pv.labels):
+        return ""
+    if not claim.access_modes <= pv.access_modes:
+        return ""
+    if pv.attributes_class != claim.attributes_class:
+        return ""
+    return AVAILABLE
+
+
 def find_matching_volume(
     claim: PersistentVolumeClaim,
     candidates: list[PersistentVolume],
@@ -178,25 +202,51 @@ def find_matching_volume(
     for pv in candidates:
         if pv.name in chosen:
             continue
-        if pv.claim_ref is not None and not pv.bound_to(claim):
-            continue
-        if pv.capacity < claim.request or pv.volume_mode != claim.volume_mode or pv.deleting:
-            continue
-        if pv.bound_to(claim):
+        kind = fit(pv, claim)
+        if kind == PREBOUND:
             return pv if admits[pv.name] else None
-        if pv.phase != "Available":
-            continue
-        if claim.selector is not None and not claim.selector.matches(pv.labels):
-            continue
-        if pv.storage_class != claim.storage_class or not admits[pv.name]:
-            continue
-        if not claim.access_modes <= pv.access_modes:
-            continue
-        if pv.attributes_class != claim.attributes_class:
+        if kind != AVAILABLE or not admits[pv.name]:
             continue
         if smallest is None or pv.capacity < smallest.capacity:
             smallest = pv
     return smallest
+
+
+def matchable_rows(
+    claim: PersistentVolumeClaim,
+    candidates: list[PersistentVolume],
+    masks: dict[str, Mask],
+    size: int,
+) -> Mask:
+    """Rows where ``find_matching_volume`` finds the claim a PV (nothing chosen yet)."""
+    rows = np.zeros(size, dtype=bool)
+    for pv in candidates:
+        kind = fit(pv, claim)
+        if kind == PREBOUND:
+            return masks[pv.name]
+        if kind == AVAILABLE:
+            rows |= masks[pv.name]
+    return rows
+
+
+def provisionable_rows(store: VolumeStore, claim: PersistentVolumeClaim, nodes: NodeTable) -> Mask:
+    """Rows where the claim's class can provision it (``can_provision`` over every row)."""
+    storage_class = store.classes.get(claim.storage_class)
+    if storage_class is None:
+        raise ClaimError(f'failed to find storage class "{claim.storage_class}"')
+    if storage_class.provisioner in ("", NO_PROVISIONER):
+        return np.zeros(nodes.size, dtype=bool)
+    if not storage_class.allowed_topologies:
+        return np.ones(nodes.size, dtype=bool)
+    rows = np.zeros(nodes.size, dtype=bool)
+    for term in storage_class.allowed_topologies:
+        matched = np.ones(nodes.size, dtype=bool)
+        for expression in term.get("matchLabelExpressions") or ():
+            codes, vocabulary = nodes.label_codes(expression.get("key") or "")
+            wanted = [vocabulary[v] for v in expression.get("values") or () if v in vocabulary]
+            matched &= np.isin(codes, wanted)
+        rows |= matched
+    return rows
 
 
 def can_provision(storage_class: StorageClass, labels: dict[str, str]) -> bool:
@@ -210,6 +260,32 @@ def can_provision(storage_class: StorageClass, labels: dict[str, str]) -> bool:
         if all(labels.get(e.get("key")) in (e.get("values") or ()) for e in expressions):
             return True
     return False
+
+
+def unbound_rows(
+    store: VolumeStore, claims: PodClaims, nodes: NodeTable, masks: dict[str, Mask]
+) -> Mask | None:
+    """Rows where the delayed claims cannot be bound, over all rows at once; None when the
+    claims share candidate PVs (several claims to match), which is decided row by row."""
+    to_match = [c for c in claims.delayed if SELECTED_NODE not in c.annotations]
+    if len(to_match) > 1:
+        return None
+    failed = np.zeros(nodes.size, dtype=bool)
+    provisioning = np.ones(nodes.size, dtype=bool)
+    for claim in claims.delayed:
+        selected = claim.annotations.get(SELECTED_NODE)
+        if selected is not None:
+            row = nodes.index.get(selected)
+            failed |= np.arange(nodes.size) != (-1 if row is None else row)
+            provisioning &= provisionable_rows(store, claim, nodes)
+    if to_match:
+        (claim,) = to_match
+        candidates = claims.candidates[claim.storage_class]
+        matched = matchable_rows(claim, candidates, masks, nodes.size)
+        if not matched.all():
+            # Where no PV matches, the claim is provisioned with the others.
+            provisioning &= matched | provisionable_rows(store, claim, nodes)
+    return failed | ~provisioning
 
 
 def node_volumes(

@@ -43,7 +43,7 @@ from berth.scheduler.framework import (
     skip,
     unschedulable,
 )
-from berth.scheduler.nodetable import NodeTable
+from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.plugins.volumebinding.binder import (
     BIND_CONFLICT,
     NODE_CONFLICT,
@@ -58,6 +58,7 @@ from berth.scheduler.plugins.volumebinding.binder import (
     eligible_nodes,
     node_volumes,
     pod_claims,
+    unbound_rows,
 )
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.volumestore import (
@@ -139,6 +140,8 @@ class VolumeBinding(Plugin):
         if not isinstance(timeout, int) or timeout < 0:
             raise ValueError("bindTimeoutSeconds: must not be negative")
         self.bind_timeout = float(timeout)
+        # PV name -> (the PV, node label generation, the rows its node affinity admits)
+        self._affinity: dict[str, tuple[PersistentVolume, int, Mask]] = {}
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         changed = ActionType.ADD | ActionType.UPDATE_OTHER
@@ -178,15 +181,28 @@ class VolumeBinding(Plugin):
             state.limit_nodes(rows, self.name)
         return SUCCESS
 
-    def _admits(self, claims: PodClaims, nodes: NodeTable) -> dict[str, Any]:
-        return {
-            pv.name: affinity_rows(pv, nodes)
-            for candidates in claims.candidates.values()
-            for pv in candidates
-        }
+    def _admits(self, claims: PodClaims, nodes: NodeTable) -> dict[str, Mask]:
+        """Each candidate PV's node-affinity rows, derived again only when the PV or any
+        node's labels change."""
+        masks: dict[str, Mask] = {}
+        generation = nodes.label_generation
+        for candidates in claims.candidates.values():
+            for pv in candidates:
+                cached = self._affinity.get(pv.name)
+                if (
+                    cached is None
+                    or cached[0] is not pv
+                    or cached[1] != generation
+                    or len(cached[2]) != nodes.size
+                ):
+                    cached = self._affinity[pv.name] = (pv, generation, affinity_rows(pv, nodes))
+                masks[pv.name] = cached[2]
+        if len(self._affinity) > 2 * len(self.store.pvs) + 64:  # forget deleted PVs
+            self._affinity = {k: v for k, v in self._affinity.items() if k in self.store.pvs}
+        return masks
 
     def _on_node(
-        self, claims: PodClaims, nodes: NodeTable, row: int, masks: dict[str, Any]
+        self, claims: PodClaims, nodes: NodeTable, row: int, masks: dict[str, Mask]
     ) -> NodeVolumes:
         admits = {name: bool(mask[row]) for name, mask in masks.items()}
         return node_volumes(self.store, claims, nodes.names[row], nodes.labels[row], admits)
@@ -200,13 +216,20 @@ class VolumeBinding(Plugin):
         unbound = np.zeros(nodes.size, dtype=bool)
         if claims.delayed:
             masks = self._admits(claims, nodes)
-            for row in nodes.rows():
-                try:
-                    decided = self._on_node(claims, nodes, row, masks)
-                except ClaimError:
-                    unbound[row] = True
-                    continue
-                unbound[row] = bool(decided.reasons)
+            try:
+                by_column = unbound_rows(self.store, claims, nodes, masks)
+            except ClaimError:  # the class went away: no node can provision
+                by_column = np.ones(nodes.size, dtype=bool)
+            if by_column is not None:
+                unbound = by_column
+            else:  # several claims compete for the same PVs: row by row
+                for row in nodes.rows():
+                    try:
+                        decided = self._on_node(claims, nodes, row, masks)
+                    except ClaimError:
+                        unbound[row] = True
+                        continue
+                    unbound[row] = bool(decided.reasons)
         failed = conflict | missing | unbound
         reasons = (
             Reason(conflict, NODE_CONFLICT, resolvable=False),

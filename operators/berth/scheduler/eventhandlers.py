@@ -99,16 +99,19 @@ class EventHandlers:
         self.view.on_pdb(event, obj)
         self._requeue(ClusterEvent(POD_DISRUPTION_BUDGET, _action(event)), None, obj)
 
+    # Volume kinds: the store keeps them parsed; hints see the parsed objects.
+
     def on_pv(self, event: str, obj: dict[str, Any]) -> None:
-        old = self.view.volumes.pvs.get(object_key(obj))
-        self._requeue(
-            self.view.volumes.on_pv(event, obj), old, self.view.volumes.pvs.get(object_key(obj))
-        )
+        key = object_key(obj)
+        old = self.view.volumes.pvs.get(key)
+        cluster_event = self.view.volumes.on_pv(event, obj)
+        self._requeue(cluster_event, old, self.view.volumes.pvs.get(key))
 
     def on_pvc(self, event: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)
         old = self.view.volumes.pvcs.get(key)
-        self._requeue(self.view.volumes.on_pvc(event, obj), old, self.view.volumes.pvcs.get(key))
+        cluster_event = self.view.volumes.on_pvc(event, obj)
+        self._requeue(cluster_event, old, self.view.volumes.pvcs.get(key))
 
     def on_storage_class(self, event: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)

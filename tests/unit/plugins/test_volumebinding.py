@@ -293,3 +293,10 @@ def test_a_pre_bound_pv_decides_for_its_claim() -> None:
         pv("for-a-on-n2", storage_class="local", on_nodes=["n2"], claim=("default", "a")),
     )
     assert env.feasible(with_volumes(pod("p", "100m"), "a")) == ["n2"]
+
+
+def test_volume_zone_answers_first_for_a_missing_pv() -> None:
+    env = make_env(*three_nodes(), pvc("data", volume="gone"))
+    assert env.message(with_volumes(pod("p", "100m"), "data")) == (
+        '0/3 nodes are available: persistentvolume "gone" not found.'
+    )

@@ -86,7 +86,10 @@ def attachable(store: VolumeStore, pod: PodInfo, csi_node: CSINode | None) -> di
     for use in pod.volumes.claims:
         claim = store.pvc(pod.namespace, use.claim)
         if claim is None:
-            return f'persistentvolumeclaim "{use.claim}" not found'
+            return (
+                f"looking up PVC {pod.namespace}/{use.claim}: "
+                f'persistentvolumeclaim "{use.claim}" not found'
+            )
         if use.ephemeral and claim.controller_uid != pod.uid:
             return (
                 f"PVC {claim.namespace}/{claim.name} was not created for pod "
@@ -102,6 +105,19 @@ def attachable(store: VolumeStore, pod: PodInfo, csi_node: CSINode | None) -> di
     return found
 
 
+def _deleted_pod_attached(pod: PodInfo, old: object, new: object) -> bool:
+    """A bound pod went away with claims or in-tree disks: a node may have room now."""
+    if not isinstance(old, PodInfo):
+        return True
+    return bool(old.node_name) and bool(old.volumes.claims or old.volumes.in_tree)
+
+
+def _claim_of_pod(pod: PodInfo, old: object, new: object) -> bool:
+    if not isinstance(new, PersistentVolumeClaim):
+        return True
+    return new.namespace == pod.namespace and new.name in pod.volumes.claim_names
+
+
 class NodeVolumeLimits(Plugin):
     name = "NodeVolumeLimits"
 
@@ -113,8 +129,8 @@ class NodeVolumeLimits(Plugin):
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (
             on(CSI_NODE, ActionType.ADD | ActionType.UPDATE_OTHER),
-            on(POD, ActionType.DELETE),
-            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
+            on(POD, ActionType.DELETE, _deleted_pod_attached),
+            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD, _claim_of_pod),
         )
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:

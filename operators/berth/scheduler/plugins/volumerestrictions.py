@@ -44,18 +44,21 @@ def claim_not_found(name: str) -> str:
     return f'persistentvolumeclaim "{name}" not found'
 
 
-def pvc_keys(pod: PodInfo) -> set[str]:
-    """The claims a pod mounts through persistentVolumeClaim volumes, as namespace/name."""
-    return {f"{pod.namespace}/{c.claim}" for c in pod.volumes.claims if not c.ephemeral}
+def claim_names(pod: PodInfo) -> set[str]:
+    """The claims a pod mounts through persistentVolumeClaim volumes (not ephemeral ones)."""
+    return {c.claim for c in pod.volumes.claims if not c.ephemeral}
 
 
 class _State:
+    """The pod's ReadWriteOncePod claims, and how many of them some pod uses."""
+
     def __init__(self, rwop: set[str], conflicts: int) -> None:
         self.rwop = rwop
         self.conflicts = conflicts
 
     def update(self, other: PodInfo, sign: int) -> None:
-        self.conflicts += sign * len(pvc_keys(other) & self.rwop)
+        # As kube-scheduler: a pod added or removed counts by its claims' names.
+        self.conflicts += sign * len(claim_names(other) & self.rwop)
 
 
 class VolumeRestrictions(Plugin):
@@ -70,10 +73,14 @@ class VolumeRestrictions(Plugin):
 
     @staticmethod
     def _deleted_pod_helps(pod: PodInfo, old: object, new: object) -> bool:
+        """A pod of the same namespace that held one of its disks or claims."""
         if not isinstance(old, PodInfo):
             return True
-        shared = old.namespace == pod.namespace and bool(pvc_keys(old) & pvc_keys(pod))
-        return shared or any(d.conflicts(e) for d in pod.volumes.disks for e in old.volumes.disks)
+        if old.namespace != pod.namespace:
+            return False
+        if any(d.conflicts(e) for d in pod.volumes.disks for e in old.volumes.disks):
+            return True
+        return bool(claim_names(old) & claim_names(pod))
 
     @staticmethod
     def _claim_helps(pod: PodInfo, old: object, new: object) -> bool:
@@ -91,13 +98,14 @@ class VolumeRestrictions(Plugin):
             if claim is None:
                 return unschedulable(self.name, claim_not_found(use.claim), resolvable=False)
             if READ_WRITE_ONCE_POD in claim.access_modes:
-                rwop.add(claim.key)
-        conflicts = 0
+                rwop.add(claim.name)
+        used: set[str] = set()
         if rwop:
             for row in nodes.rows():
                 for other in nodes.pods[row].values():
-                    if other.uid != pod.uid:
-                        conflicts += len(pvc_keys(other) & rwop)
+                    if other.namespace == pod.namespace:
+                        used |= claim_names(other) & rwop
+        conflicts = len(used)
         if not pod.volumes.disks and conflicts == 0:
             return skip(self.name)
         state.data[STATE] = _State(rwop, conflicts)

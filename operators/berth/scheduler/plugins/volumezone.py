@@ -20,7 +20,6 @@ from berth.scheduler.clusterevents import (
 )
 from berth.scheduler.framework import (
     SUCCESS,
-    Code,
     CycleState,
     Plugin,
     Status,
@@ -30,7 +29,7 @@ from berth.scheduler.framework import (
 )
 from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.volumestore import PersistentVolume, StorageClass
+from berth.scheduler.volumestore import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 ZONE_CONFLICT = "node(s) had no available volume zone"
 NO_CLAIM_NAME = "PersistentVolumeClaim had no name"
@@ -64,7 +63,7 @@ class VolumeZone(Plugin):
         return (
             on(STORAGE_CLASS, ActionType.ADD, _waits_for_consumer),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
-            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE_OTHER),
+            on(PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE_OTHER, _requested),
             on(PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE_OTHER, _topology_changed),
         )
 
@@ -86,7 +85,7 @@ class VolumeZone(Plugin):
                 storage_class = volumes.classes.get(claim.storage_class)
                 if storage_class is None:
                     message = f'storageclass.storage.k8s.io "{claim.storage_class}" not found'
-                    return Status(Code.ERROR, (message,), self.name)
+                    return unschedulable(self.name, message, resolvable=False)
                 if storage_class.binding_mode is None:
                     message = binding_mode_not_set(claim.storage_class)
                     return unschedulable(self.name, message, resolvable=False)
@@ -96,7 +95,7 @@ class VolumeZone(Plugin):
             pv = volumes.pv(claim.volume_name)
             if pv is None:
                 message = f'persistentvolume "{claim.volume_name}" not found'
-                return Status(Code.ERROR, (message,), self.name)
+                return unschedulable(self.name, message, resolvable=False)
             topology.extend(pv_topology(pv))
         if not topology:
             return skip(self.name)
@@ -130,6 +129,14 @@ def _has_value(nodes: NodeTable, key: str, values: frozenset[str]) -> Mask:
     codes, vocabulary = nodes.label_codes(key)
     wanted = [code for value, code in vocabulary.items() if value in values]
     return np.isin(codes, wanted)
+
+
+def _requested(pod: PodInfo, old: object, new: object) -> bool:
+    """The pod mounts the claim through a persistentVolumeClaim volume."""
+    if not isinstance(new, PersistentVolumeClaim):
+        return True
+    mounted = {c.claim for c in pod.volumes.claims if not c.ephemeral}
+    return new.namespace == pod.namespace and new.name in mounted
 
 
 def _waits_for_consumer(pod: PodInfo, old: object, new: object) -> bool:

@@ -148,16 +148,21 @@ async def test_wait_for_first_consumer_local_pv_is_bound_on_the_chosen_node(
     bound_to: dict[str, tuple[str, str]] = {}
 
     async def run(side: Side, scheduler: Scheduler | None) -> None:
-        pv = await volumes.pv(f"{side.label}-local", wffc, node=local_node)
         claim = f"{side.label}-data"
         await volumes.claim(claim, wffc)
-        # Waiting for its first consumer: the PV controller leaves it unbound.
+        # No PV yet: refused, and waiting for one (the PV controller leaves the claim alone).
+        await case.refuse(side, "app", cpu="100m", **mounting(claim))
         assert (await volumes.claim_state(claim))[0] == "Pending"
-        await case.bind(side, "app", cpu="100m", **mounting(claim))
+        # The PV's arrival brings the pod back; it goes where the PV is, and the PV
+        # controller binds the claim to that PV.
+        pv = await volumes.pv(f"{side.label}-local", wffc, node=local_node)
+        side.placed["app"] = await case.pods.wait_bound("app", WITHIN)
         bound_to[side.label] = (await volumes.wait_bound(claim), pv)
 
     kube, berth = await case.both(run)
     assert kube.placed == berth.placed == {"app": local_node}
+    assert "3 node(s) didn't find available persistent volumes to bind" in kube.messages["app"]
+    assert berth.messages == kube.messages
     for volume, pv in bound_to.values():
         assert volume == pv
 

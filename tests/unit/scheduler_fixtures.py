@@ -220,6 +220,8 @@ VOLUME_KINDS = {
     "PersistentVolumeClaim": "on_pvc",
     "StorageClass": "on_storage_class",
     "CSINode": "on_csi_node",
+    "CSIDriver": "on_csi_driver",
+    "CSIStorageCapacity": "on_storage_capacity",
 }
 
 

@@ -125,6 +125,12 @@ class EventHandlers:
         cluster_event = self.view.volumes.on_csi_node(event, obj)
         self._requeue(cluster_event, old, self.view.volumes.csi_nodes.get(key))
 
+    def on_csi_driver(self, event: str, obj: dict[str, Any]) -> None:
+        self._requeue(self.view.volumes.on_csi_driver(event, obj), None, obj)
+
+    def on_storage_capacity(self, event: str, obj: dict[str, Any]) -> None:
+        self._requeue(self.view.volumes.on_storage_capacity(event, obj), None, obj)
+
     def on_custom(self, kind: str) -> Handler:
         """The handler of one custom kind's watch."""
 

@@ -129,7 +129,8 @@ class Scheduler:
         ]
 
     def _volume_informers(self, api: ApiClient) -> list[Informer]:
-        """What the volume plugins place pods by: volumes, claims, classes, CSI nodes."""
+        """What the volume plugins place pods by: volumes, claims, classes, CSI nodes and
+        drivers, storage capacities."""
         core, storage, events = CoreV1Api(api), StorageV1Api(api), self.events
         return [
             Informer("persistentvolumes", core.list_persistent_volume, events.on_pv),
@@ -140,6 +141,12 @@ class Scheduler:
             ),
             Informer("storageclasses", storage.list_storage_class, events.on_storage_class),
             Informer("csinodes", storage.list_csi_node, events.on_csi_node),
+            Informer("csidrivers", storage.list_csi_driver, events.on_csi_driver),
+            Informer(
+                "csistoragecapacities",
+                storage.list_csi_storage_capacity_for_all_namespaces,
+                events.on_storage_capacity,
+            ),
         ]
 
     def _on_pod(self, event: str, raw: dict[str, Any]) -> None:

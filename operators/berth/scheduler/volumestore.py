@@ -29,6 +29,9 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"
+# Resources of the cluster events of the two capacity kinds (kube-scheduler's names).
+CSI_DRIVER = "CSIDriver"
+CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 FILESYSTEM = "Filesystem"
@@ -205,6 +208,26 @@ class CSINode:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class StorageCapacity:
+    """A CSIStorageCapacity: room for volumes of a class on the nodes its topology selects."""
+
+    storage_class: str
+    # maximumVolumeSize when given (the more precise), else capacity; None if neither.
+    limit: int | None
+    node_topology: LabelSelector | None
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> StorageCapacity:
+        limit = raw.get("maximumVolumeSize") or raw.get("capacity")
+        topology = raw.get("nodeTopology")
+        return cls(
+            storage_class=raw.get("storageClassName") or "",
+            limit=value_ceil(limit) if limit is not None else None,
+            node_topology=LabelSelector.model_validate(topology) if topology is not None else None,
+        )
+
+
 def _key(raw: dict[str, Any]) -> str:
     meta = raw.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -225,6 +248,9 @@ class VolumeStore:
     pvcs: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
     classes: dict[str, StorageClass] = field(default_factory=dict)
     csi_nodes: dict[str, CSINode] = field(default_factory=dict)
+    # CSIDrivers that opted into capacity tracking (spec.storageCapacity), and capacities.
+    capacity_drivers: set[str] = field(default_factory=set)
+    capacities: dict[str, StorageCapacity] = field(default_factory=dict)
     # Reserve's assumptions, by PV name and by claim key, until the watch catches up.
     assumed_pvs: dict[str, PersistentVolume] = field(default_factory=dict)
     assumed_pvcs: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
@@ -282,6 +308,23 @@ class VolumeStore:
             self.csi_nodes[name] = CSINode.parse(raw)
         self.generation += 1
         return ClusterEvent(CSI_NODE, _action(event))
+
+    def on_csi_driver(self, event: str, raw: dict[str, Any]) -> ClusterEvent:
+        name = _key(raw)
+        self.capacity_drivers.discard(name)
+        if event != "DELETED" and (raw.get("spec") or {}).get("storageCapacity"):
+            self.capacity_drivers.add(name)
+        self.generation += 1
+        return ClusterEvent(CSI_DRIVER, _action(event))
+
+    def on_storage_capacity(self, event: str, raw: dict[str, Any]) -> ClusterEvent:
+        key = _key(raw)
+        if event == "DELETED":
+            self.capacities.pop(key, None)
+        else:
+            self.capacities[key] = StorageCapacity.parse(raw)
+        self.generation += 1
+        return ClusterEvent(CSI_STORAGE_CAPACITY, _action(event))
 
     # -- the scheduler's assumptions -----------------------------------------------------
 

@@ -300,3 +300,54 @@ def test_volume_zone_answers_first_for_a_missing_pv() -> None:
     assert env.message(with_volumes(pod("p", "100m"), "data")) == (
         '0/3 nodes are available: persistentvolume "gone" not found.'
     )
+
+
+def capacity_objects(zone: str, size: str) -> list[dict[str, object]]:
+    """A driver that publishes capacity, its class, and room of ``size`` in ``zone``."""
+    return [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIDriver",
+            "metadata": {"name": "tracked.csi.example.com"},
+            "spec": {"storageCapacity": True},
+        },
+        storage_class("tracked", provisioner="tracked.csi.example.com"),
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIStorageCapacity",
+            "metadata": {"name": f"cap-{zone}", "namespace": "kube-system"},
+            "storageClassName": "tracked",
+            "capacity": size,
+            "nodeTopology": {"matchLabels": {ZONE: zone}},
+        },
+    ]
+
+
+def test_a_tracked_driver_provisions_only_where_its_capacity_has_room() -> None:
+    env = make_env(
+        *three_nodes(),
+        *capacity_objects("z1", "10Gi"),
+        pvc("small", storage_class="tracked", size="1Gi"),
+        pvc("huge", storage_class="tracked", size="100Gi"),
+    )
+    assert env.feasible(with_volumes(pod("p", "100m"), "small")) == ["n1"]
+    assert env.message(with_volumes(pod("q", "100m"), "huge")) == (
+        "0/3 nodes are available: 3 node(s) did not have enough free storage."
+    )
+
+
+def test_a_driver_without_capacity_tracking_provisions_anywhere() -> None:
+    objects = capacity_objects("z1", "10Gi")
+    objects[0]["spec"] = {"storageCapacity": False}
+    env = make_env(*three_nodes(), *objects, pvc("small", storage_class="tracked"))
+    assert env.feasible(with_volumes(pod("p", "100m"), "small")) == ["n0", "n1", "n2"]
+
+
+def test_capacity_is_checked_row_by_row_for_competing_claims_too() -> None:
+    env = make_env(
+        *three_nodes(),
+        *capacity_objects("z2", "10Gi"),
+        pvc("a", storage_class="tracked"),
+        pvc("b", storage_class="tracked"),
+    )
+    assert env.feasible(with_volumes(pod("p", "100m"), "a", "b")) == ["n2"]

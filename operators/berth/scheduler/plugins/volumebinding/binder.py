@@ -28,6 +28,7 @@ UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 HOSTNAME = "kubernetes.io/hostname"
 
 
@@ -55,6 +56,14 @@ class NodeVolumes:
     static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = field(default_factory=list)
     provision: list[PersistentVolumeClaim] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class UnboundRows:
+    """Rows where the delayed claims cannot be bound, and rows without the storage for them."""
+
+    unbound: Mask
+    no_space: Mask
 
 
 def check_claims(store: VolumeStore, pod: PodInfo) -> None:
@@ -249,6 +258,44 @@ def provisionable_rows(store: VolumeStore, claim: PersistentVolumeClaim, nodes: 
     return rows
 
 
+def capacity_rows(
+    store: VolumeStore, claim: PersistentVolumeClaim, storage_class: StorageClass, nodes: NodeTable
+) -> Mask:
+    """Rows with room for the claim, where its driver publishes CSIStorageCapacity: some
+    capacity of the class, large enough, whose node topology selects the node."""
+    if not claim.request or storage_class.provisioner not in store.capacity_drivers:
+        return np.ones(nodes.size, dtype=bool)
+    rows = np.zeros(nodes.size, dtype=bool)
+    for capacity in store.capacities.values():
+        if capacity.storage_class != storage_class.name or capacity.node_topology is None:
+            continue
+        if capacity.limit is None or capacity.limit < claim.request:
+            continue
+        for row in nodes.rows():
+            if not rows[row] and capacity.node_topology.matches(nodes.labels[row]):
+                rows[row] = True
+    return rows
+
+
+def has_capacity(
+    store: VolumeStore,
+    claim: PersistentVolumeClaim,
+    storage_class: StorageClass,
+    labels: dict[str, str],
+) -> bool:
+    """``capacity_rows`` for one node."""
+    if not claim.request or storage_class.provisioner not in store.capacity_drivers:
+        return True
+    return any(
+        c.storage_class == storage_class.name
+        and c.node_topology is not None
+        and c.limit is not None
+        and c.limit >= claim.request
+        and c.node_topology.matches(labels)
+        for c in store.capacities.values()
+    )
+
+
 def can_provision(storage_class: StorageClass, labels: dict[str, str]) -> bool:
     """A class that provisions, for a node its allowedTopologies admit."""
     if storage_class.provisioner in ("", NO_PROVISIONER):
@@ -264,28 +311,39 @@ def can_provision(storage_class: StorageClass, labels: dict[str, str]) -> bool:
 
 def unbound_rows(
     store: VolumeStore, claims: PodClaims, nodes: NodeTable, masks: dict[str, Mask]
-) -> Mask | None:
-    """Rows where the delayed claims cannot be bound, over all rows at once; None when the
-    claims share candidate PVs (several claims to match), which is decided row by row."""
+) -> UnboundRows | None:
+    """``node_volumes``'s reasons over all rows at once; None when several claims compete
+    for candidate PVs, which is decided row by row."""
     to_match = [c for c in claims.delayed if SELECTED_NODE not in c.annotations]
     if len(to_match) > 1:
         return None
-    failed = np.zeros(nodes.size, dtype=bool)
-    provisioning = np.ones(nodes.size, dtype=bool)
+    wrong_node = np.zeros(nodes.size, dtype=bool)
+    # Claims to provision, in kube-scheduler's order, with the rows where each needs it.
+    needs: list[tuple[PersistentVolumeClaim, Mask]] = []
     for claim in claims.delayed:
         selected = claim.annotations.get(SELECTED_NODE)
         if selected is not None:
             row = nodes.index.get(selected)
-            failed |= np.arange(nodes.size) != (-1 if row is None else row)
-            provisioning &= provisionable_rows(store, claim, nodes)
+            wrong_node |= np.arange(nodes.size) != (-1 if row is None else row)
+            needs.append((claim, np.ones(nodes.size, dtype=bool)))
     if to_match:
         (claim,) = to_match
         candidates = claims.candidates[claim.storage_class]
-        matched = matchable_rows(claim, candidates, masks, nodes.size)
-        if not matched.all():
-            # Where no PV matches, the claim is provisioned with the others.
-            provisioning &= matched | provisionable_rows(store, claim, nodes)
-    return failed | ~provisioning
+        needs.append((claim, ~matchable_rows(claim, candidates, masks, nodes.size)))
+    unbound = np.zeros(nodes.size, dtype=bool)
+    no_space = np.zeros(nodes.size, dtype=bool)
+    alive = ~wrong_node  # rows no earlier claim has failed
+    for claim, needed in needs:
+        if not (alive & needed).any():
+            continue
+        failing = alive & needed & ~provisionable_rows(store, claim, nodes)
+        unbound |= failing
+        alive &= ~failing
+        storage_class = store.classes[claim.storage_class]
+        short = alive & needed & ~capacity_rows(store, claim, storage_class, nodes)
+        no_space |= short
+        alive &= ~short
+    return UnboundRows(wrong_node | unbound, no_space)
 
 
 def node_volumes(
@@ -318,6 +376,7 @@ def node_volumes(
             continue
         chosen.add(pv.name)
         result.static.append((pv, claim))
+    sufficient = True
     if to_provision:
         satisfied = True
         for claim in to_provision:
@@ -327,7 +386,12 @@ def node_volumes(
             if not can_provision(storage_class, labels):
                 satisfied = False
                 break
+            if not has_capacity(store, claim, storage_class, labels):
+                sufficient = False
+                break
             result.provision.append(claim)
     if not satisfied:
         result.reasons.append(BIND_CONFLICT)
+    if not sufficient:
+        result.reasons.append(NOT_ENOUGH_SPACE)
     return result

@@ -47,6 +47,7 @@ from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.plugins.volumebinding.binder import (
     BIND_CONFLICT,
     NODE_CONFLICT,
+    NOT_ENOUGH_SPACE,
     PV_NOT_EXIST,
     UNBOUND_IMMEDIATE,
     ClaimError,
@@ -63,6 +64,8 @@ from berth.scheduler.plugins.volumebinding.binder import (
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.volumestore import (
     BOUND_BY_CONTROLLER,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
     SELECTED_NODE,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -146,6 +149,8 @@ class VolumeBinding(Plugin):
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         changed = ActionType.ADD | ActionType.UPDATE_OTHER
         return (
+            on(CSI_STORAGE_CAPACITY, changed),
+            on(CSI_DRIVER, ActionType.UPDATE_OTHER),
             on(STORAGE_CLASS, changed),
             on(PERSISTENT_VOLUME_CLAIM, changed, _claim_of_pod),
             on(PERSISTENT_VOLUME, changed),
@@ -214,26 +219,30 @@ class VolumeBinding(Plugin):
         claims = found.claims
         conflict, missing = bound_reasons(self.store, claims.bound, nodes)
         unbound = np.zeros(nodes.size, dtype=bool)
+        no_space = np.zeros(nodes.size, dtype=bool)
         if claims.delayed:
             masks = self._admits(claims, nodes)
             try:
                 by_column = unbound_rows(self.store, claims, nodes, masks)
             except ClaimError:  # the class went away: no node can provision
-                by_column = np.ones(nodes.size, dtype=bool)
+                unbound[:] = True
+                by_column = None
             if by_column is not None:
-                unbound = by_column
-            else:  # several claims compete for the same PVs: row by row
+                unbound, no_space = by_column.unbound, by_column.no_space
+            elif not unbound.all():  # several claims compete for the same PVs: row by row
                 for row in nodes.rows():
                     try:
                         decided = self._on_node(claims, nodes, row, masks)
                     except ClaimError:
                         unbound[row] = True
                         continue
-                    unbound[row] = bool(decided.reasons)
-        failed = conflict | missing | unbound
+                    unbound[row] = BIND_CONFLICT in decided.reasons
+                    no_space[row] = NOT_ENOUGH_SPACE in decided.reasons
+        failed = conflict | missing | unbound | no_space
         reasons = (
             Reason(conflict, NODE_CONFLICT, resolvable=False),
             Reason(unbound, BIND_CONFLICT, resolvable=False),
+            Reason(no_space, NOT_ENOUGH_SPACE, resolvable=False),
             Reason(missing, PV_NOT_EXIST, resolvable=False),
         )
         return Verdict(~failed, reasons)

@@ -119,3 +119,20 @@ def test_deleting_the_claims_user_requeues_the_pod() -> None:
     (hint,) = [r for r in plugin.events_to_register() if r.event.resource == POD]
     assert hint.helps(waiting, deleted, user, None)
     assert not hint.helps(waiting, deleted, stranger, None)
+
+
+def test_preemption_evicts_the_lower_priority_holder_of_a_read_write_once_pod_claim() -> None:
+    from tests.unit.test_preemption import victims_on
+
+    env = make_env(
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        pv("vol", modes=RWOP, claim=("default", "data")),
+        pvc("data", modes=RWOP, volume="vol"),
+        with_volumes(pod("holder", "100m", node_name="n1", priority=1), "data"),
+        pod("bystander", "100m", node_name="n2", priority=1),
+    )
+    preemptor = with_volumes(pod("urgent", "100m", priority=100), "data")
+    assert victims_on(env, preemptor, "n1") == ["holder"]
+    # On the other node, evicting its pods does not free the claim.
+    assert victims_on(env, preemptor, "n2") is None

@@ -352,6 +352,55 @@ async def test_preemption_prefers_the_node_without_pdb_violations(
         assert (await pods.get("g")).metadata.deletion_timestamp is None
 
 
+async def test_preemption_violates_a_pdb_when_that_is_the_only_way(
+    api: ApiClient, namespace: str, nodes: Nodes, pods: Pods, priorities: dict[str, str]
+) -> None:
+    """kube-scheduler's last resort: budgets steer the choice of victims, they do not forbid
+    it. The only victim's budget allows no disruption: it is deleted, the preemptor binds."""
+    guarded = await nodes.add("guarded", labels=mine(namespace), allocatable=SMALL)
+    name = short(namespace)
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    await PolicyV1Api(api).create_namespaced_pod_disruption_budget(namespace, pdb)
+    async with running(api, config_for(name)) as scheduler:
+        await pods.create(
+            pod_body(
+                "g",
+                name,
+                cpu="4",
+                priority_class=priorities["low"],
+                labels={"app": "guarded"},
+                nodeName=guarded,
+            )
+        )
+
+        async def pdb_counted() -> bool:
+            budget = await PolicyV1Api(api).read_namespaced_pod_disruption_budget("keep", namespace)
+            status = budget.status
+            seen = scheduler.view.pdbs.get(f"{namespace}/keep", {}).get("status", {})
+            return bool(
+                status and status.disruptions_allowed == 0 and seen.get("currentHealthy") == 1
+            )
+
+        await eventually(pdb_counted, 60)
+        await pods.create(
+            pod_body(
+                "high",
+                name,
+                cpu="4",
+                priority_class=priorities["high"],
+                nodeSelector=mine(namespace),
+            )
+        )
+        preempted = await pods.wait_event("g", "Preempted", 60)
+        assert "Preempted by pod" in preempted
+        assert await pods.wait_bound("high", 60) == guarded
+
+
 async def test_a_failed_binding_is_forgotten_and_retried(
     api: ApiClient, namespace: str, nodes: Nodes, pods: Pods
 ) -> None:

@@ -563,3 +563,53 @@ async def test_a_placed_reservation_edited_bigger_keeps_what_it_holds_and_says_w
     # What it holds is still 2 of 4: a 2-cpu stranger fits, a 3-cpu one does not.
     await story.pods.create(story.stranger("two", "2"))
     assert await story.pods.wait_bound("two", WITHIN) == node
+
+
+async def test_a_reservation_keeps_its_templates_pod_anti_affinity(
+    story: Story, berth: BerthRun
+) -> None:
+    """Placed like its template's pod: required anti-affinity against app=web keeps it off
+    the node running such a pod, though that node is the emptier one."""
+    web_node = await story.node("a", cpu="8")
+    other = await story.node("b", cpu="8")
+    await story.pods.create(story.labelled("web", "1", {"app": "web"}, nodeName=web_node))
+    await story.pods.create(story.stranger("busy", "4", nodeName=other))
+    await story.pods.wait_bound("web", WITHIN)
+    await story.pods.wait_bound("busy", WITHIN)
+    name = f"{story.group}-apart"
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": story.namespace},
+                "spec": {
+                    "schedulerName": story.scheduler,
+                    "nodeSelector": story.select(),
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.local/app",
+                            "resources": {"requests": {"cpu": "1"}},
+                        }
+                    ],
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": {"app": "web"}},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": story.group}}}],
+        },
+    }
+    await story.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+    story.names.append(name)
+    placed = await story.wait_phase(name, "Available", WITHIN)
+    assert placed["status"]["nodeName"] == other

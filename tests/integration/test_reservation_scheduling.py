@@ -416,7 +416,10 @@ async def test_a_stranger_never_evicts_the_owners_of_a_reusable_reservation(
         await story.pods.create(story.stranger("vip", "2", priority_class=top))
         # The decision was made with w1 on the node as a would-be victim ...
         message = await story.pods.wait_event("vip", "FailedScheduling", WITHIN)
-        assert "No preemption victims found for incoming pod" in message
+        assert (
+            "No preemption victims found for incoming pod: what could be freed is reserved"
+            in message
+        )
         # ... and the second owner still gets the rest of its reservation.
         await story.pods.create(story.owner("w2", "1500m"))
         assert await story.pods.wait_bound("w2", WITHIN) == node
@@ -613,3 +616,24 @@ async def test_a_reservation_keeps_its_templates_pod_anti_affinity(
     story.names.append(name)
     placed = await story.wait_phase(name, "Available", WITHIN)
     assert placed["status"]["nodeName"] == other
+
+
+async def test_an_owner_preempting_a_lower_owner_gets_what_it_frees_through_the_reservation(
+    api: ApiClient, story: Story, berth: BerthRun
+) -> None:
+    """Both owners of one reusable reservation that fills the node: the higher one evicts
+    the lower one, and what that frees comes back to it through the reservation."""
+    node = await story.node("a", cpu="4")
+    name = await story.reserve("shared", "4", nodeName=node, allocateOnce=False)
+    await story.wait_phase(name, "Available", WITHIN)
+    await story.pods.create(story.owner("low", "4"))
+    assert await story.pods.wait_bound("low", WITHIN) == node
+    classes = PriorityClasses(api, story.group)
+    try:
+        high = await classes.add("high", 1000)
+        await story.pods.create(story.owner("high", "4", priority_class=high))
+        await story.pods.wait_event("low", "Preempted", WITHIN)
+        assert await story.pods.wait_bound("high", WITHIN) == node
+        assert await story.allocated_to("high") == name
+    finally:
+        await classes.delete_all()

@@ -97,7 +97,10 @@ def test_reservation_verdicts_say_why_each_one_is_not_usable() -> None:
     raw["metadata"]["annotations"] = {AFFINITY: wanted}
     made = decision(env, raw)
     assert made.prefilter is not None
-    assert made.prefilter.reason == "no Reservation matches the pod's reservation-affinity"
+    assert made.prefilter.reason == (
+        "no Reservation matches the pod's reservation-affinity "
+        "(silver: does not match the pod's reservation-affinity)"
+    )
     detail = made.details["Reservation"]
     assert detail["affinity"] == {"name": None, "selector": {"tier": "gold"}}
     verdicts = {v["name"]: v["reason"] for v in detail["reservations"]}

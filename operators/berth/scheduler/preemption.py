@@ -44,6 +44,10 @@ logger = log.get(__name__)
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
+# Berth's: every pod that could have gone holds reserved capacity the preemptor may not use.
+RESERVED = (
+    "No preemption victims found for incoming pod: what could be freed is reserved for others"
+)
 # Added to priorities before summing so negative priorities still order correctly.
 PRIORITY_OFFSET = 2**31
 
@@ -191,13 +195,10 @@ class Evaluator:
         runner = self.handle.runner
         assumed = self.handle.view.assumed
         book = self.handle.reservations  # reserved capacity stays, and its owners
-        potential = [
-            p
-            for p in policy.potential_victims(pod, row)
-            if p.uid not in assumed and not is_reservation(p) and not book.shields(p, pod)
-        ]
+        allowed = [p for p in policy.potential_victims(pod, row) if p.uid not in assumed]
+        potential = [p for p in allowed if not is_reservation(p) and not book.shields(p, pod)]
         if not potential:
-            return (NO_VICTIMS,)
+            return (RESERVED if allowed else NO_VICTIMS,)
         for victim in potential:
             runner.run_remove_pod(state, pod, victim, row)
         removed = list(potential)

@@ -67,6 +67,7 @@ from berth.scheduler.reservations import Held, template_pod
 logger = log.get(__name__)
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
+MAX_VERDICTS = 5
 # The decision record lists at most this many reservations per pod.
 EXPLAINED_RESERVATIONS = 20
 
@@ -214,7 +215,7 @@ class Reservation(Plugin):
             if row is not None:
                 candidates.setdefault(row, []).append(held)
         if affinity is not None and not candidates:
-            return unschedulable(self.name, NO_MATCH)
+            return unschedulable(self.name, self._no_match(pod, affinity))
         by_row = self._choose(state, pod, nodes, candidates)
         if by_row:
             released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
@@ -229,6 +230,17 @@ class Reservation(Plugin):
             state.limit_nodes(rows, self.name)
         state.data[self.name] = Usable(by_row)
         return SUCCESS
+
+    def _no_match(self, pod: PodInfo, affinity: ReservationAffinity) -> str:
+        """NO_MATCH, with why each reservation was not usable (up to a few of them)."""
+        verdicts = sorted(
+            f"{held.name}: {held_back(pod, held, affinity)}" for held in self.book.held.values()
+        )
+        if not verdicts:
+            return NO_MATCH
+        shown = "; ".join(verdicts[:MAX_VERDICTS])
+        more = f"; and {len(verdicts) - MAX_VERDICTS} more" if len(verdicts) > MAX_VERDICTS else ""
+        return f"{NO_MATCH} ({shown}{more})"
 
     def _ignore_all(self, state: CycleState, nodes: NodeTable) -> None:
         """A pod labelled reservation-ignored schedules as if no reservation existed: what

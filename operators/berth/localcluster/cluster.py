@@ -147,10 +147,7 @@ class LocalCluster:
         while time.monotonic() < deadline:
             listed = kubectl("get", "nodes", "-o", f"jsonpath={template}").splitlines()
             keys = [
-                key
-                for line in listed
-                if line.split(" ", 1)[0] in names
-                for key in line.split()[1:]
+                key for line in listed if line.split(" ", 1)[0] in names for key in line.split()[1:]
             ]
             if not any(key in NOT_READY_TAINTS for key in keys):
                 return

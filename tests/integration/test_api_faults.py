@@ -1,16 +1,20 @@
-"""Faults of the API server itself: a restart in the middle of a run. The scheduler's and
+"""Faults of the API server itself: a restart in the middle of a run (the scheduler's and
 the operators' watches reconnect and relist, nothing they decided is lost, and nothing is
-admitted twice (a quota at its max stays at its max).
+admitted twice: a quota at its max stays at its max), and a forced watch expiry (410 Gone)
+while Berth missed a deletion and pods kept arriving: the relist reports the deletion, and
+the capacity it freed is used.
 
 Other faults are tested where they belong: a binding refused by the API server is
 forgotten and retried (test_scheduler); kill -9 of `berth run` at random points
-(tests/reliability); 410 Gone on a watch is a relist (the Informer's unit tests).
+(tests/reliability); the Informer's relist, 410, DELETED synthesis and bookmarks
+(tests/unit/test_kube_watch.py); a leader paused past its lease (test_ha).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,6 +91,79 @@ async def test_an_api_server_restart_loses_nothing(
         assert "is more than Max (cpu: 3 used + 1 requested > 3)" in message
         assert not await pods.node_of("p3")
         await eventually(lambda: _is(used, "3"), within=60)
+    finally:
+        berth.stop()
+        await retried(nodes.delete_all)
+
+
+async def test_a_watch_expiry_relists_and_loses_nothing(
+    api: ApiClient, kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    """Berth is paused (SIGSTOP) while a bound pod is deleted and new ones arrive, and the
+    API server restarts meanwhile, so its watch cache starts after Berth's last
+    resourceVersion: on waking, every watch gets 410 Gone and relists. Only a relist that
+    reports the missed deletion frees the quota share the new pods need."""
+    cluster = LocalCluster.default()
+    if Path(kubeconfig_path) != cluster.kubeconfig:
+        pytest.skip("restarts the local cluster's API server; not done to another cluster")
+    group = "we-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+    nodes = Nodes(api, group)
+    custom = CustomObjectsApi(api)
+    profile = {"schedulerName": group, "plugins": {"multiPoint": {
+        "enabled": [{"name": "CapacityScheduling"}],
+        "disabled": [{"name": "DefaultPreemption"}]}}}  # fmt: skip
+    config = {"leaderElection": {"leaderElect": False}, "profiles": [profile]}
+    berth = BerthRun.configured(kubeconfig_path, config, tmp_path)
+    pods = Pods(api, namespace)
+
+    def pod(name: str) -> dict[str, Any]:
+        return pod_body(name, group, cpu="1", nodeSelector={"berth.test/group": group})
+
+    async def used() -> str | None:
+        obj = await custom.get_namespaced_custom_object(*EQ, namespace, "elasticquotas", "cpu")
+        return ((obj.get("status") or {}).get("used") or {}).get("cpu")
+
+    try:
+        await nodes.add("a", labels={"berth.test/group": group})
+        await custom.create_namespaced_custom_object(*EQ, namespace, "elasticquotas", {
+            "apiVersion": "/".join(EQ), "kind": "ElasticQuota", "metadata": {"name": "cpu"},
+            "spec": {"min": {"cpu": "3"}, "max": {"cpu": "3"}}})  # fmt: skip
+        berth.start()
+        for name in ("p0", "p1", "p2"):
+            await pods.create(pod(name))
+            await pods.wait_bound(name, within=60)
+        await eventually(lambda: _is(used, "3"), within=60)
+        assert berth.child is not None
+        relists_before = berth.log.read_text().count("watch expired, relisting")
+
+        berth.child.send_signal(signal.SIGSTOP)
+        try:
+            await pods.delete("p1")
+            for name in ("p3", "p4"):
+                await pods.create(pod(name))
+            await asyncio.to_thread(cluster.restart_apiserver)
+            await retried(lambda: pods.create(pod("p5")))
+        finally:
+            berth.child.send_signal(signal.SIGCONT)
+
+        # p1's share is free only if the relist reported p1 gone: one of p3/p4/p5 binds.
+        async def one_more_bound() -> bool:
+            try:
+                bound = [n for n in ("p3", "p4", "p5") if await pods.node_of(n)]
+            except (aiohttp.ClientError, OSError):
+                return False
+            return len(bound) == 1
+
+        await eventually(one_more_bound, within=90)
+        await eventually(lambda: _is(used, "3"), within=60)
+        log = berth.log.read_text()
+        assert log.count("watch expired, relisting") > relists_before, "no watch expired"
+        # The quota stays at its max: the other two are refused, with the reason.
+        refused = [n for n in ("p3", "p4", "p5") if not await pods.node_of(n)]
+        assert len(refused) == 2, refused
+        for name in refused:
+            message = await pods.wait_event(name, "FailedScheduling", within=60)
+            assert "is more than Max" in message
     finally:
         berth.stop()
         await retried(nodes.delete_all)

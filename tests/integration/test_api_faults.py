@@ -13,6 +13,7 @@ forgotten and retried (test_scheduler); kill -9 of `berth run` at random points
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import signal
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.cluster import LocalCluster
 from tests.integration.cluster import Nodes, Pods, pod_body
@@ -30,6 +32,8 @@ from tests.support import eventually
 
 T = TypeVar("T")
 EQ = ("scheduling.sigs.k8s.io", "v1alpha1")
+RESERVATION = ("scheduling.koordinator.sh", "v1alpha1")
+MERGE = "application/merge-patch+json"
 
 
 async def retried(call: Callable[[], Awaitable[T]]) -> T:
@@ -167,6 +171,82 @@ async def test_a_watch_expiry_relists_and_loses_nothing(
     finally:
         berth.stop()
         await retried(nodes.delete_all)
+
+
+async def test_conflicting_writers_delay_reservation_status_but_lose_none(
+    api: ApiClient, kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    """Another writer changes the reservation ten times a second throughout its life, so
+    the operator's status writes (guarded by the resourceVersion they were decided from)
+    meet 409 Conflict; each transition still lands: Available, its owner, Failed on expiry."""
+    group = "cf-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+    nodes = Nodes(api, group)
+    custom = CustomObjectsApi(api)
+    config = {"leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": group}]}
+    berth = BerthRun.configured(kubeconfig_path, config, tmp_path)
+    berth.command = [a for a in berth.command if not a.startswith("--log-level")]
+    berth.command.append("--log-level=debug")  # the operator logs each conflict at debug
+    pods = Pods(api, namespace)
+    name = f"{group}-r"
+    body = {"apiVersion": "/".join(RESERVATION), "kind": "Reservation", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"schedulerName": group,
+                "nodeSelector": {"berth.test/group": group},
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
+            "ttl": "30s", "allocateOnce": False}}  # fmt: skip
+    stop = asyncio.Event()
+    bumps = [0]
+
+    async def bump() -> None:
+        while not stop.is_set():
+            bumps[0] += 1
+            patch = {"metadata": {"labels": {"berth.test/bump": str(bumps[0])}}}
+            with contextlib.suppress(ApiException):
+                await custom.patch_cluster_custom_object(
+                    *RESERVATION, "reservations", name, patch, _content_type=MERGE
+                )
+            await asyncio.sleep(0.1)
+
+    async def reservation() -> dict[str, Any]:
+        obj: dict[str, Any] = await custom.get_cluster_custom_object(
+            *RESERVATION, "reservations", name
+        )
+        return obj
+
+    async def status_is(check: Callable[[dict[str, Any]], bool]) -> bool:
+        return check((await reservation()).get("status") or {})
+
+    bumper: asyncio.Task[None] | None = None
+    try:
+        await nodes.add("a", labels={"berth.test/group": group})
+        berth.start()
+        await custom.create_cluster_custom_object(*RESERVATION, "reservations", body)
+        bumper = asyncio.create_task(bump())
+        await eventually(lambda: status_is(lambda s: s.get("phase") == "Available"), within=60)
+        await pods.create(pod_body("owner", group, cpu="500m", labels={"app": name},
+                                   nodeSelector={"berth.test/group": group}))  # fmt: skip
+        await pods.wait_bound("owner", within=60)
+        owned = [{"namespace": namespace, "name": "owner"}]
+
+        def owners(s: dict[str, Any]) -> bool:
+            return [{k: o.get(k) for k in ("namespace", "name")} for o in
+                    s.get("currentOwners") or []] == owned  # fmt: skip
+
+        await eventually(lambda: status_is(owners), within=60)
+        await eventually(lambda: status_is(lambda s: s.get("phase") == "Failed"), within=90)
+        stop.set()
+        await bumper
+        assert bumps[0] > 100, "the other writer kept writing"
+        conflicts = berth.log.read_text().count("reservation changed meanwhile")
+        assert conflicts > 0, "no 409 met: nothing was injected"
+    finally:
+        stop.set()
+        if bumper is not None and not bumper.done():
+            bumper.cancel()
+        berth.stop()
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object(*RESERVATION, "reservations", name)
+        await nodes.delete_all()
 
 
 async def _is(read: Callable[[], Awaitable[str | None]], expected: str) -> bool:

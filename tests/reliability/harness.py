@@ -108,10 +108,14 @@ async def churned(
 
     checking = asyncio.create_task(judge())
     killing = asyncio.create_task(killer()) if crash else None
+    # While it is killed every few seconds nothing is bound on time; the liveness bounds
+    # hold from the last restart on (the load goes on meanwhile).
+    outcome.checker.liveness = not crash
     try:
         await churn.run(scale.seconds, scale.per_second, stop)
         if killing is not None:
             await killing
+            outcome.checker.liveness = True
         if until is None:
             await settle(api, namespaces, outcome)
         stop.set()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import signal
 from collections.abc import Awaitable, Callable
@@ -103,10 +104,10 @@ async def test_an_api_server_restart_loses_nothing(
 async def test_a_watch_expiry_relists_and_loses_nothing(
     api: ApiClient, kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
 ) -> None:
-    """Berth is paused (SIGSTOP) while a bound pod is deleted and new ones arrive, and the
-    API server restarts meanwhile, so its watch cache starts after Berth's last
-    resourceVersion: on waking, every watch gets 410 Gone and relists. Only a relist that
-    reports the missed deletion frees the quota share the new pods need."""
+    """Berth is paused (SIGSTOP) while the API server restarts, then a bound pod is deleted
+    and new ones arrive: the new server's watch cache starts after Berth's last
+    resourceVersion, so on waking every watch gets 410 Gone and relists. Only a relist
+    that reports the missed deletion frees the quota share the new pods need."""
     cluster = LocalCluster.default()
     if Path(kubeconfig_path) != cluster.kubeconfig:
         pytest.skip("restarts the local cluster's API server; not done to another cluster")
@@ -142,11 +143,12 @@ async def test_a_watch_expiry_relists_and_loses_nothing(
 
         berth.child.send_signal(signal.SIGSTOP)
         try:
-            await pods.delete("p1")
-            for name in ("p3", "p4"):
-                await pods.create(pod(name))
+            # Restarted first, so no watch of Berth's is open when these happen (events
+            # sent before would wait in its sockets and arrive on waking).
             await asyncio.to_thread(cluster.restart_apiserver)
-            await retried(lambda: pods.create(pod("p5")))
+            await retried(lambda: pods.delete("p1"))
+            for name in ("p3", "p4", "p5"):
+                await retried(functools.partial(pods.create, pod(name)))
         finally:
             berth.child.send_signal(signal.SIGCONT)
 
@@ -182,7 +184,9 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
     group = "cf-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
-    config = {"leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": group}]}
+    profile = {"schedulerName": group,
+               "plugins": {"multiPoint": {"enabled": [{"name": "Reservation"}]}}}  # fmt: skip
+    config = {"leaderElection": {"leaderElect": False}, "profiles": [profile]}
     berth = BerthRun.configured(kubeconfig_path, config, tmp_path)
     berth.command = [a for a in berth.command if not a.startswith("--log-level")]
     berth.command.append("--log-level=debug")  # the operator logs each conflict at debug
@@ -193,7 +197,7 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
                 "nodeSelector": {"berth.test/group": group},
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
             "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
-            "ttl": "30s", "allocateOnce": False}}  # fmt: skip
+            "ttl": "45s", "allocateOnce": False}}  # fmt: skip
     stop = asyncio.Event()
     bumps = [0]
 

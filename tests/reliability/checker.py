@@ -306,30 +306,36 @@ class Snapshot:
 
 
 async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
+    """Everything the rules look at, read as raw JSON (client models cost seconds)."""
     core = CoreV1Api(api)
     custom = CustomObjectsApi(api)
+
+    async def items(call: Any) -> list[Obj]:
+        response = await call
+        body = json.loads(await response.read())
+        response.release()
+        return list(body.get("items") or [])
+
     taken_at = time.time()
-    nodes = {
-        n["metadata"]["name"]: n
-        for n in (api.sanitize_for_serialization(x) for x in (await core.list_node()).items)
-    }
-    pods = [
-        api.sanitize_for_serialization(p) for p in (await core.list_pod_for_all_namespaces()).items
-    ]
-    quotas = (
-        await custom.list_cluster_custom_object(
-            "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
+    nodes = {n["metadata"]["name"]: n for n in await items(core.list_node(_preload_content=False))}
+    pods = await items(core.list_pod_for_all_namespaces(_preload_content=False))
+    quotas = await items(
+        custom.list_cluster_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", _preload_content=False
         )
-    )["items"]
-    reservations = (
-        await custom.list_cluster_custom_object(
-            "scheduling.koordinator.sh", "v1alpha1", "reservations"
+    )
+    reservations = await items(
+        custom.list_cluster_custom_object(
+            "scheduling.koordinator.sh", "v1alpha1", "reservations", _preload_content=False
         )
-    )["items"]
+    )
     preempted: list[Obj] = []
     for namespace in namespaces:
-        listed = await core.list_namespaced_event(namespace, field_selector="reason=Preempted")
-        preempted.extend(api.sanitize_for_serialization(e) for e in listed.items)
+        preempted += await items(
+            core.list_namespaced_event(
+                namespace, field_selector="reason=Preempted", _preload_content=False
+            )
+        )
     return Snapshot(taken_at, nodes, pods, quotas, reservations, preempted)
 
 
@@ -356,6 +362,7 @@ class Checker:
     _bound: set[str] = field(default_factory=set)
     _pods: dict[str, Sighting] = field(default_factory=dict)
     _judged_events: set[str] = field(default_factory=set)
+    _usage: dict[str, Amounts] = field(default_factory=dict)  # per namespace, last snapshot
     _placeable_since: dict[str, float] = field(default_factory=dict)
     _reclaimable_since: dict[str, float] = field(default_factory=dict)
     _terminal_seen: dict[str, float] = field(default_factory=dict)
@@ -381,8 +388,9 @@ class Checker:
         found += self._quotas(snap, live)
         found += self._reservations(snap, live, reservations)
         found += self._new_bindings(snap, reservations)
-        self._remember_pods(snap, live, reservations)
-        found += self._evictions(snap, reservations)
+        over_min = self._over_min(snap, live)
+        self._remember_pods(snap, over_min, reservations)
+        found += self._evictions(snap, over_min, reservations)
         if self.liveness:
             found += self._liveness(snap, live, reservations)
         else:
@@ -578,15 +586,25 @@ class Checker:
                 found.append(f"pod {who} allocated from reservation {name} after it ended")
         return found
 
-    def _remember_pods(self, snap: Snapshot, live: list[Obj], reservations: dict[str, Obj]) -> None:
+    def _over_min(self, snap: Snapshot, live: list[Obj]) -> set[str]:
+        """Quota namespaces over their min, counting what a scheduler counts: bound pods
+        and pods nominated to a node (the scheduler's in-flight bindings are not visible
+        here; see ``_evictions``)."""
         used = self._used(live)
-        governing = snap.governing()
         for pod in snap.pods:
-            namespace = pod["metadata"]["namespace"]
-            quota = governing.get(namespace)
-            over = bool(quota) and bool(
-                _over(used.get(namespace, {}), amounts((quota or {}).get("spec", {}).get("min")))
-            )
+            if pending(pod) and (pod.get("status") or {}).get("nominatedNodeName"):
+                _add(used[pod["metadata"]["namespace"]], demand(pod["spec"]))
+        self._usage = used
+        return {
+            namespace
+            for namespace, quota in snap.governing().items()
+            if _over(used.get(namespace, {}), amounts((quota.get("spec") or {}).get("min")))
+        }
+
+    def _remember_pods(
+        self, snap: Snapshot, over_min: set[str], reservations: dict[str, Obj]
+    ) -> None:
+        for pod in snap.pods:
             name = allocated_from(pod)
             holding = (
                 name
@@ -595,9 +613,15 @@ class Checker:
                 and not (reservations[name]["spec"].get("allocateOnce", True))
                 else None
             )
+            over = pod["metadata"]["namespace"] in over_min
             self._pods[pod["metadata"]["uid"]] = Sighting(pod, over, holding)
 
-    def _evictions(self, snap: Snapshot, reservations: dict[str, Obj]) -> list[str]:
+    def _evictions(
+        self, snap: Snapshot, over_min: set[str], reservations: dict[str, Obj]
+    ) -> list[str]:
+        """Judge each eviction once. The victim's quota counts as over its min if it was
+        at the victim's last sighting or is in the first snapshot after the eviction:
+        bindings the scheduler had in flight at its decision land in between."""
         found = []
         governing = snap.governing()
         for event in snap.preempted:
@@ -617,6 +641,15 @@ class Checker:
                 self.counts["evictions unjudged"] += 1
                 continue
             self.counts["evictions judged"] += 1
+            namespace = victim.pod["metadata"]["namespace"]
+            quota = governing.get(namespace)
+            if quota is not None and not victim.quota_over_min:
+                # Now, with the victim (gone since) counted as it was at the decision.
+                now = _plus(self._usage.get(namespace, {}), demand(victim.pod["spec"]))
+                if namespace in over_min or _over(
+                    now, amounts((quota.get("spec") or {}).get("min"))
+                ):
+                    victim = Sighting(victim.pod, True, victim.in_live_reservation)
             found += self._allowed(victim, preemptor, governing, reservations)
         return found
 

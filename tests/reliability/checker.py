@@ -374,6 +374,8 @@ class Checker:
     placeable: list[str] = field(default_factory=list)
     # Off while the scheduler is being killed on purpose: its bounds start when it is on.
     liveness: bool = True
+    _live_since: float = 0.0
+    _reported: set[str] = field(default_factory=set)  # transitions reported already
 
     def check(self, snap: Snapshot) -> list[str]:
         self.counts["checks"] += 1
@@ -392,16 +394,21 @@ class Checker:
         self._remember_pods(snap, over_min, reservations)
         found += self._evictions(snap, over_min, reservations)
         if self.liveness:
+            self._live_since = self._live_since or snap.taken_at
             found += self._liveness(snap, live, reservations)
+            found += self._transitions(snap, reservations, TRANSITION_WITHIN)
         else:
-            self._placeable_since.clear()
-            self._reclaimable_since.clear()
-        found += self._transitions(snap, reservations, TRANSITION_WITHIN)
+            self._live_since = 0.0
+            for since in (self._placeable_since, self._reclaimable_since):
+                since.clear()
+            for seen in (self._node_gone_seen, self._owner_bound_seen):
+                seen.clear()
         return found
 
     def at_rest(self, snap: Snapshot) -> list[str]:
         """What must also hold once the load has stopped and things settled."""
-        found = self._transitions(snap, {r["metadata"]["name"]: r for r in snap.reservations}, 0)
+        reservations = {r["metadata"]["name"]: r for r in snap.reservations}
+        found = self._transitions(snap, reservations, 0, once=False)
         live = [p for p in snap.pods if holds(p)]
         owners: dict[str, list[str]] = defaultdict(list)
         for pod in live:
@@ -714,6 +721,7 @@ class Checker:
             _add(total_min, amounts((limited.get("spec") or {}).get("min")))
 
         placeable_now: set[str] = set()
+        where: dict[str, str] = {}  # a node that takes it, for the report
         reclaimable_now: set[str] = set()
         for pod in waiting:
             if RESERVATION_AFFINITY in (pod["metadata"].get("annotations") or {}):
@@ -743,8 +751,10 @@ class Checker:
                 within_min = not _over(after, amounts(limits.get("min")))
             nodes = [n for n in free if eligible(pod["spec"], snap.nodes[n])]
             sum_ok = quota is None or not _over(_plus(everyone, wanted), total_min)
-            if sum_ok and any(_fits(wanted, room(n)) for n in nodes):
+            fitting = [n for n in nodes if _fits(wanted, room(n))]
+            if sum_ok and fitting:
                 placeable_now.add(uid)
+                where[uid] = f"{fitting[0]} has {_show(room(fitting[0]))}"
             elif (
                 quota is not None
                 and within_min
@@ -766,7 +776,8 @@ class Checker:
                 start = since.setdefault(uid, snap.taken_at)
                 if snap.taken_at - start > bound:
                     pod = self._pods[uid].pod
-                    found.append(f"pod {key(pod)} Pending {bound:.0f}s+ while {what}")
+                    detail = f" ({where[uid]})" if uid in where else ""
+                    found.append(f"pod {key(pod)} Pending {bound:.0f}s+ while {what}{detail}")
                     since[uid] = snap.taken_at  # reported once per period
         self.placeable = sorted(key(self._pods[u].pod) for u in placeable_now | reclaimable_now)
         self.counts["placeable pods seen"] = max(
@@ -825,28 +836,43 @@ class Checker:
                 return True
         return False
 
-    def _transitions(self, snap: Snapshot, reservations: dict[str, Obj], grace: float) -> list[str]:
+    def _transitions(
+        self, snap: Snapshot, reservations: dict[str, Obj], grace: float, once: bool = True
+    ) -> list[str]:
+        """Expected reservation transitions (``once``: each reported once)."""
         found = []
         now = snap.taken_at
         allocated = {allocated_from(p) for p in snap.pods if holds(p)}
+
+        def late(what: str, text: str) -> None:
+            if not once or what not in self._reported:
+                self._reported.add(what)
+                found.append(text)
+
         for name, r in reservations.items():
             status = r.get("status") or {}
             phase = status.get("phase") or "Pending"
             if phase in TERMINAL:
                 continue
             ends = expiry(r)
-            if ends is not None and now > ends + grace:
-                found.append(f"reservation {name} expired {now - ends:.0f}s ago, still {phase}")
+            if ends is not None and now > max(ends, self._live_since) + grace:
+                late(f"{name} expiry", f"reservation {name} expired at {ends:.0f}, still {phase}")
             node = status.get("nodeName")
             if phase in HOLDING and node and node not in snap.nodes:
                 gone = self._node_gone_seen.setdefault(name, now)
                 if now - gone >= grace:
-                    found.append(f"reservation {name} on deleted node {node}, still {phase}")
+                    late(f"{name} node", f"reservation {name} on deleted node {node}, {phase}")
             if r["spec"].get("allocateOnce", True) and name in allocated:
                 seen = self._owner_bound_seen.setdefault(name, now)
                 if now - seen >= grace:
-                    found.append(f"allocateOnce reservation {name} allocated, still {phase}")
+                    late(f"{name} once", f"allocateOnce reservation {name} allocated, {phase}")
         return found
+
+
+def _show(free: Mapping[str, Decimal]) -> str:
+    return ", ".join(
+        f"{k} {v.normalize()}" for k, v in sorted(free.items()) if k in ("cpu", "pods")
+    )
 
 
 def _plus(a: Mapping[str, Decimal], b: Mapping[str, Decimal], sign: int = 1) -> Amounts:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import hashlib
 import random
 import sys
@@ -18,10 +19,15 @@ from kubernetes_asyncio.client import ApiClient
 from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, snapshot
 from tests.reliability.churn import Churn
-from tests.support import REPO
+from tests.support import REPO, eventually
 
 # How long the load may take to settle afterwards: the longest liveness bound, twice.
 SETTLE_WITHIN = 90.0
+SYNCED = "scheduler view synced"  # what `berth run` logs once it schedules
+
+
+async def _logged(berth: BerthRun, text: str, before: int) -> bool:
+    return berth.log.read_text().count(text) > before
 
 
 @dataclass(frozen=True)
@@ -98,10 +104,13 @@ async def churned(
             await asyncio.sleep(1)
 
     async def killer() -> None:
-        interval = scale.seconds / max(1, scale.kills)
+        """Kill -9 at a random moment once it works (its view synced), and restart it: a
+        kill during start-up only would prove little."""
         rng = random.Random(scheduler + "-kills")
         while not stop.is_set() and outcome.kills < scale.kills:
-            await asyncio.sleep(rng.uniform(0.5, 1.5) * interval)
+            synced = berth.log.read_text().count(SYNCED)
+            await eventually(functools.partial(_logged, berth, SYNCED, synced), within=120)
+            await asyncio.sleep(rng.uniform(0.0, 3.0))
             berth.kill()
             outcome.kills += 1
             berth.start()

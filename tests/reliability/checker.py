@@ -493,9 +493,16 @@ class Checker:
                 found.append(f"quota {namespace}: {mine[k]} {k} used > max {maximum[k]}")
             _add(total_used, mine)
             _add(total_min, amounts(spec.get("min")))
+        orphans = sum(
+            1
+            for p in live
+            if p["metadata"]["namespace"] in snap.governing()
+            and p["spec"]["nodeName"] not in snap.nodes
+        )
         for k in _over(total_used, total_min):
             found.append(
                 f"quotas together use {total_used[k]} {k} > the sum of mins {total_min[k]}"
+                f" ({orphans} of their pods on deleted nodes)"
             )
         return found
 
@@ -720,6 +727,10 @@ class Checker:
             _add(total_used, used.get(namespace, {}))
             _add(total_min, amounts((limited.get("spec") or {}).get("min")))
 
+        taken: dict[str, list[Obj]] = defaultdict(list)  # reservation -> its owners
+        for pod in live:
+            if name := allocated_from(pod):
+                taken[name].append(pod)
         placeable_now: set[str] = set()
         where: dict[str, str] = {}  # a node that takes it, for the report
         reclaimable_now: set[str] = set()
@@ -755,6 +766,9 @@ class Checker:
             if sum_ok and fitting:
                 placeable_now.add(uid)
                 where[uid] = f"{fitting[0]} has {_show(room(fitting[0]))}"
+            elif sum_ok and (inside := self._owned_room(pod, nodes, room, reservations, taken)):
+                placeable_now.add(uid)
+                where[uid] = inside
             elif (
                 quota is not None
                 and within_min
@@ -784,6 +798,42 @@ class Checker:
             self.counts["placeable pods seen"], len(placeable_now)
         )
         return found
+
+    @staticmethod
+    def _owned_room(
+        pod: Obj,
+        nodes: list[str],
+        room: Any,
+        reservations: dict[str, Obj],
+        taken: dict[str, list[Obj]],
+    ) -> str:
+        """An Available reservation of the pod's own that surely takes it: on a node it
+        may run on, not used up (allocateOnce with an owner), with room for it in what
+        is left (Restricted), or in what is left and the node's free room (Aligned).
+        Named for the report; empty when none."""
+        requests = requests_of(pod["spec"])
+        for name, r in reservations.items():
+            status = r.get("status") or {}
+            node = status.get("nodeName")
+            spec = r.get("spec") or {}
+            if status.get("phase") != "Available" or node not in nodes or spec.get("unschedulable"):
+                continue
+            if not is_owner(r, pod) or (spec.get("allocateOnce", True) and taken.get(name)):
+                continue
+            left = requests_of((spec.get("template") or {}).get("spec") or {})
+            for owner in taken.get(name, []):
+                _add(left, requests_of(owner["spec"]), -1)
+            if spec.get("allocatePolicy") == "Restricted":
+                inside = {k: v for k, v in requests.items() if k in left}
+                outside = {k: v for k, v in requests.items() if k not in left}
+                fits = _fits(inside, left) and _fits(outside, room(node))
+            else:
+                fits = _fits(
+                    requests, _plus(room(node), {k: max(v, Decimal(0)) for k, v in left.items()})
+                )
+            if fits:
+                return f"its reservation {name} on {node} has room"
+        return ""
 
     def _reclaimable(
         self,

@@ -60,7 +60,7 @@ MUTATIONS = {
     "node affinity ignored": Mutation(disable("NodeAffinity"), "nodeSelector/affinity not met"),
     "capacity ignored": Mutation(disable("NodeResourcesFit"), "allocatable"),
     "quotas ignored": Mutation(disable("CapacityScheduling"), "sum of mins"),
-    "reservations ignored": Mutation(disable("Reservation"), "allocatable"),
+    "reservations ignored": Mutation(disable("Reservation"), "its reservation"),
     "no reclaim": Mutation(disable("CapacityScheduling", point="postFilter"), "quota's min"),
     "quota-blind preemption": Mutation(quota_blind_preemption, "preempted"),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),

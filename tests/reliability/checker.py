@@ -363,6 +363,7 @@ class Checker:
     _pods: dict[str, Sighting] = field(default_factory=dict)
     _judged_events: set[str] = field(default_factory=set)
     _usage: dict[str, Amounts] = field(default_factory=dict)  # per namespace, last snapshot
+    _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
     _placeable_since: dict[str, float] = field(default_factory=dict)
     _reclaimable_since: dict[str, float] = field(default_factory=dict)
     _terminal_seen: dict[str, float] = field(default_factory=dict)
@@ -778,6 +779,29 @@ class Checker:
             ):
                 reclaimable_now.add(uid)
 
+        # Reservations are scheduled like pods: one some node surely takes is placed too
+        # (a refusal that ends it as Failed counts as not placed; expiry does not).
+        for name, r in reservations.items():
+            status = r.get("status") or {}
+            template = (r["spec"].get("template") or {}).get("spec") or {}
+            if template.get("schedulerName") != self.scheduler or status.get("nodeName"):
+                continue
+            ends = expiry(r)
+            if ends is not None and ends <= snap.taken_at + PLACEABLE_WITHIN:
+                continue  # may expire before any bound is due
+            reasons = {c.get("reason") for c in status.get("conditions") or []}
+            if status.get("phase") == "Failed" and reasons & {"Expired", "NodeDeleted"}:
+                continue
+            wanted = demand(template)
+            fitting = [
+                n for n in free if eligible(template, snap.nodes[n]) and _fits(wanted, free[n])
+            ]
+            if fitting:
+                uid = r["metadata"]["uid"]
+                placeable_now.add(uid)
+                where[uid] = f"{fitting[0]} has {_show(free[fitting[0]])}"
+                self._names[uid] = f"reservation {name}"
+
         found = []
         for now, since, bound, what in (
             (placeable_now, self._placeable_since, PLACEABLE_WITHIN, "some node could take it"),
@@ -789,15 +813,18 @@ class Checker:
             for uid in now:
                 start = since.setdefault(uid, snap.taken_at)
                 if snap.taken_at - start > bound:
-                    pod = self._pods[uid].pod
                     detail = f" ({where[uid]})" if uid in where else ""
-                    found.append(f"pod {key(pod)} Pending {bound:.0f}s+ while {what}{detail}")
+                    found.append(f"{self._name(uid)} Pending {bound:.0f}s+ while {what}{detail}")
                     since[uid] = snap.taken_at  # reported once per period
-        self.placeable = sorted(key(self._pods[u].pod) for u in placeable_now | reclaimable_now)
+        self.placeable = sorted(self._name(u) for u in placeable_now | reclaimable_now)
         self.counts["placeable pods seen"] = max(
             self.counts["placeable pods seen"], len(placeable_now)
         )
         return found
+
+    def _name(self, uid: str) -> str:
+        sighting = self._pods.get(uid)
+        return f"pod {key(sighting.pod)}" if sighting else self._names.get(uid, uid)
 
     @staticmethod
     def _owned_room(

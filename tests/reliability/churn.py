@@ -36,6 +36,7 @@ class Churn:
     reservations: list[str] = field(default_factory=list)
     priorities: list[str] = field(default_factory=list)
     cordoned: set[str] = field(default_factory=set)
+    node_deletions: bool = True
 
     def __post_init__(self) -> None:
         self.core = CoreV1Api(self.api)
@@ -82,7 +83,7 @@ class Churn:
             (self.cordoned.add if unschedulable else self.cordoned.discard)(name)
 
     async def delete_node(self) -> None:
-        if len(self.nodes.names) <= 2:
+        if len(self.nodes.names) <= 2 or not self.node_deletions:
             return
         name = self.rng.choice(self.nodes.names)
         self.nodes.names.remove(name)

@@ -84,6 +84,7 @@ async def churned(
     *,
     crash: bool = False,
     until: Callable[[list[str]], bool] | None = None,
+    node_deletions: bool = True,
 ) -> Outcome:
     """The churn for ``scale.seconds`` (or until ``until(found)``), the checker every
     second throughout, then up to ``SETTLE_WITHIN`` for the at-rest checks to pass."""
@@ -91,6 +92,7 @@ async def churned(
     churn = Churn(
         api, scheduler, scheduler, namespaces[1:], namespaces[0], random.Random(scheduler)
     )
+    churn.node_deletions = node_deletions
     outcome = Outcome(churn, Checker(scheduler))
     await churn.setup(scale.nodes)
     berth.start()

@@ -8,6 +8,7 @@ Each run stops as soon as the expected violation appears, or fails after the chu
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class Mutation:
     scheduler: bool = True
     operators: bool = True
     node_deletions: bool = True
+    seconds: float = SCALE.seconds
 
 
 def disable(*names: str, point: str = "multiPoint") -> Callable[[dict[str, Any]], None]:
@@ -66,7 +68,10 @@ MUTATIONS = {
     # Without node deletions: pods left on a deleted node count for their quota until
     # they are collected, which keeps the quotas from the state reclaim is about.
     "no reclaim": Mutation(
-        disable("CapacityScheduling", point="postFilter"), "quota's min", node_deletions=False
+        disable("CapacityScheduling", point="postFilter"),
+        "quota's min",
+        node_deletions=False,
+        seconds=240,  # it takes a quota under its min while another borrows: not every minute
     ),
     "quota-blind preemption": Mutation(quota_blind_preemption, "preempted"),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
@@ -87,6 +92,7 @@ async def namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]
             await core.delete_namespace(name)
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", list(MUTATIONS))
 async def test_the_checker_catches_a_broken_berth(
     name: str,
@@ -111,8 +117,9 @@ async def test_the_checker_catches_a_broken_berth(
         return any(re.search(mutation.expected, line) for line in found)
 
     try:
+        scale = dataclasses.replace(SCALE, seconds=mutation.seconds)
         outcome = await churned(
-            api, namespaces, berth, SCALE, until=caught, node_deletions=mutation.node_deletions
+            api, namespaces, berth, scale, until=caught, node_deletions=mutation.node_deletions
         )
     finally:
         berth.stop()

@@ -193,12 +193,11 @@ def _components(
         decisions = scheduler.schedule_one.decisions
         metrics.watch(scheduler.view, decisions, lambda: [n.pending_ledger() for n in numa])
         health.add_get(PATH, pod_decision_handler(decisions, lambda: scheduler.synced))
-        service = scheduler
         health.add_liveness(
             "scheduling loop",
             Progress(
-                service.heartbeat,
-                lambda: service.synced and service.queue.counts()["active"] > 0,
+                scheduler.heartbeat,
+                lambda: scheduler.synced and scheduler.queue.counts()["active"] > 0,
                 options.stall_seconds,
             ),
         )

@@ -60,6 +60,9 @@ def admitted_everywhere(outcome: Outcome, namespaces: list[str]) -> None:
     assert outcome.checker.counts["checks"] > 10
 
 
+# The kills wait for each restart to sync, which on a loaded machine takes longer than the
+# suite's default timeout; the long variants take up to an hour either way.
+@pytest.mark.timeout(3600)
 async def test_churn_keeps_every_invariant(
     api: ApiClient, namespaces: list[str], berth: BerthRun, scale: Scale
 ) -> None:
@@ -70,6 +73,7 @@ async def test_churn_keeps_every_invariant(
     assert outcome.found == [], text
 
 
+@pytest.mark.timeout(3600)
 async def test_crashes_keep_every_invariant(
     api: ApiClient, namespaces: list[str], berth: BerthRun, scale: Scale
 ) -> None:

@@ -50,6 +50,7 @@ def _run(args: argparse.Namespace) -> int:
             descheduler_config=args.descheduler_config,
             log_level=args.log_level,
             health_address=args.health_address,
+            stall_seconds=args.liveness_stall_seconds,
         )
     )
 
@@ -143,6 +144,12 @@ def parser() -> argparse.ArgumentParser:
         "--health-address",
         default="0.0.0.0:10251",
         help="host:port of /healthz, /readyz and /metrics (port 0: any free port)",
+    )
+    run.add_argument(
+        "--liveness-stall-seconds",
+        type=float,
+        default=120.0,
+        help="/healthz fails when pods have waited this long with no scheduling cycle",
     )
     run.set_defaults(func=_run)
 

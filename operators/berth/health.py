@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -114,3 +115,43 @@ class HealthServer:
         except Exception as error:
             logger.warning("health check raised", endpoint=endpoint, check=name, error=repr(error))
             return False
+
+
+class Heartbeat:
+    """The last moment a loop went round: the loop calls ``beat()`` each time."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+
+class Progress:
+    """A liveness check: failing once work has waited ``stall_after`` seconds with no beat.
+
+    The clock starts when a probe first sees work waiting, not at the last beat, so a loop
+    that was idle for an hour is not taken for stuck the moment work arrives; a loop stuck
+    on an await while work waits fails within ``stall_after`` plus one probe period.
+    """
+
+    def __init__(
+        self, heartbeat: Heartbeat, waiting: Callable[[], bool], stall_after: float
+    ) -> None:
+        self._heartbeat = heartbeat
+        self._waiting = waiting
+        self._stall_after = stall_after
+        self._waiting_since: float | None = None
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self._waiting():
+            self._waiting_since = None
+            return True
+        if self._waiting_since is None:
+            self._waiting_since = now
+        stalled = now - max(self._heartbeat.last, self._waiting_since)
+        if stalled >= self._stall_after:
+            logger.error("no progress while work waits", seconds=round(stalled, 1))
+            return False
+        return True

@@ -24,8 +24,8 @@ from berth.api.duration import parse_duration
 from berth.descheduler import config as descheduler_config
 from berth.descheduler.config import DeschedulerSettings
 from berth.descheduler.service import Balancer
-from berth.health import HealthServer
-from berth.kube.client import api_client, load_configuration
+from berth.health import HealthServer, Progress
+from berth.kube.client import api_client, fence_writes, load_configuration
 from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
 from berth.migration.metrics import MigrationMetrics
 from berth.scheduler import config as scheduler_config
@@ -45,6 +45,9 @@ class RunOptions:
     descheduler_config: str | None = None
     log_level: str = "info"
     health_address: str = "0.0.0.0:10251"
+    # Liveness fails when the scheduling loop has not gone round for this long while pods
+    # wait in its active queue.
+    stall_seconds: float = 120.0
 
 
 def run_command(
@@ -117,7 +120,6 @@ async def serve(
     configuration = await load_configuration(options.kubeconfig)
     host, _, port = options.health_address.rpartition(":")
     health = HealthServer(host or "0.0.0.0", int(port))
-    health.add_liveness("event loop", lambda: True)
     async with api_client(configuration) as api:
         lead, ready = _components(options, settings, descheduling, api, configuration, health)
         await health.start()
@@ -140,6 +142,7 @@ async def serve(
             result: list[int] = [0]
 
             async def work() -> None:
+                fence_writes(lambda: elector.is_leader)
                 result[0] = await lead(stop)
 
             if await elector.run(work, stop):
@@ -190,6 +193,14 @@ def _components(
         decisions = scheduler.schedule_one.decisions
         metrics.watch(scheduler.view, decisions, lambda: [n.pending_ledger() for n in numa])
         health.add_get(PATH, pod_decision_handler(decisions, lambda: scheduler.synced))
+        health.add_liveness(
+            "scheduling loop",
+            Progress(
+                scheduler.heartbeat,
+                lambda: scheduler.synced and scheduler.queue.counts()["active"] > 0,
+                options.stall_seconds,
+            ),
+        )
 
     async def lead(stop: asyncio.Event) -> int:
         inner = asyncio.Event()

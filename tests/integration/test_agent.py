@@ -64,13 +64,28 @@ def memory_now(policy: str) -> int:
     return info["MemTotal"] - free
 
 
-def assert_node_usage(status: dict[str, Any], policy: str) -> None:
-    usage = status["nodeMetric"]["nodeUsage"]["resources"]
-    cpu, memory = parse_quantity(usage["cpu"]), parse_quantity(usage["memory"])
-    assert 0 <= cpu <= (os.cpu_count() or 1), usage
-    measured = memory_now(policy)
-    # This machine's memory moves a little between the agent's samples and this reading.
-    assert abs(memory - measured) <= max(measured // 10, 64 * MIB), (usage, measured)
+class MemorySeen:
+    """The range this machine's memory (by both policies) went through while the agent
+    sampled it: on a shared machine it moves by more than any fixed tolerance between
+    the agent's samples and one reading here, but never outside what was seen."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[int]] = {"usageWithPageCache": [], "usageWithoutPageCache": []}
+
+    async def sample(self) -> None:
+        while True:
+            for policy, values in self.seen.items():
+                values.append(memory_now(policy))
+            await asyncio.sleep(0.05)
+
+    def assert_reported(self, status: dict[str, Any], policy: str) -> None:
+        usage = status["nodeMetric"]["nodeUsage"]["resources"]
+        cpu, memory = parse_quantity(usage["cpu"]), parse_quantity(usage["memory"])
+        assert 0 <= cpu <= (os.cpu_count() or 1), usage
+        values = self.seen[policy]
+        # Kernel accounting between two reads of /proc/meminfo: a few pages, not more.
+        low, high = min(values) - 16 * MIB, max(values) + 16 * MIB
+        assert low <= memory <= high, (usage, policy, low, high)
 
 
 def durations(status: dict[str, Any]) -> list[str]:
@@ -120,13 +135,15 @@ async def test_agent_reports_real_usage_and_follows_its_spec(
     argv += [f"--kubeconfig={kubeconfig_path}", f"--cgroup-root={tmp_path / 'cgroup'}"]
     argv += ["--sample-interval=0.25", "--log-level=debug"]
     burner = asyncio.create_task(burn(cpu_stat))
+    memory = MemorySeen()
+    sampler = asyncio.create_task(memory.sample())
     try:
         with process(argv, tmp_path / "agent.log") as agent:
             # A 2s window once the agent has run half as long; 1m only after 30 s.
             status = await metrics.wait_status(
                 node, lambda s: durations(s) == ["2s"] and bool(s.get("podsMetric"))
             )
-            assert_node_usage(status, "usageWithoutPageCache")
+            memory.assert_reported(status, "usageWithoutPageCache")
             (aggregated,) = status["nodeMetric"]["aggregatedNodeUsages"]
             assert set(aggregated["usage"]) == {"avg", "p50", "p90", "p95", "p99"}
             assert [(p["namespace"], p["name"]) for p in status["podsMetric"]] == [
@@ -156,16 +173,17 @@ async def test_agent_reports_real_usage_and_follows_its_spec(
                 node,
                 lambda s: pod_usage(s).get("memory") == "100Mi" and durations(s) == ["1s", "3s"],
             )
-            assert_node_usage(status, "usageWithPageCache")
+            memory.assert_reported(status, "usageWithPageCache")
             first = status["updateTime"]
             await metrics.wait_status(node, lambda s: s["updateTime"] != first, within=10)
 
             agent.send_signal(signal.SIGTERM)
             assert agent.wait(timeout=15) == 0
     finally:
-        burner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await burner
+        for task in (burner, sampler):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         with contextlib.suppress(Exception):
             await metrics.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, node)
     assert "agent stopped" in (tmp_path / "agent.log").read_text()

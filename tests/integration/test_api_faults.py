@@ -1,23 +1,33 @@
-"""Faults of the API server itself: a restart in the middle of a run. The scheduler's and
+"""Faults of the API server itself: a restart in the middle of a run (the scheduler's and
 the operators' watches reconnect and relist, nothing they decided is lost, and nothing is
-admitted twice (a quota at its max stays at its max).
+admitted twice: a quota at its max stays at its max), and a forced watch expiry (410 Gone)
+while Berth missed a deletion and pods kept arriving: the relist reports the deletion, and
+the capacity it freed is used.
 
 Other faults are tested where they belong: a binding refused by the API server is
 forgotten and retried (test_scheduler); kill -9 of `berth run` at random points
-(tests/reliability); 410 Gone on a watch is a relist (the Informer's unit tests).
+(tests/reliability); the Informer's relist, 410, DELETED synthesis and bookmarks
+(tests/unit/test_kube_watch.py); a leader paused past its lease (test_ha).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
+import json
+import signal
+import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 import pytest
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.cluster import LocalCluster
 from tests.integration.cluster import Nodes, Pods, pod_body
@@ -26,6 +36,10 @@ from tests.support import eventually
 
 T = TypeVar("T")
 EQ = ("scheduling.sigs.k8s.io", "v1alpha1")
+RESERVATION = ("scheduling.koordinator.sh", "v1alpha1")
+MERGE = "application/merge-patch+json"
+CONFLICT = 409
+TTL = 45
 
 
 async def retried(call: Callable[[], Awaitable[T]]) -> T:
@@ -90,6 +104,175 @@ async def test_an_api_server_restart_loses_nothing(
     finally:
         berth.stop()
         await retried(nodes.delete_all)
+
+
+async def test_a_watch_expiry_relists_and_loses_nothing(
+    api: ApiClient, kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    """Berth is paused (SIGSTOP) while the API server restarts, then a bound pod is deleted
+    and new ones arrive: the new server's watch cache starts after Berth's last
+    resourceVersion, so on waking every watch gets 410 Gone and relists. Only a relist
+    that reports the missed deletion frees the quota share the new pods need."""
+    cluster = LocalCluster.default()
+    if Path(kubeconfig_path) != cluster.kubeconfig:
+        pytest.skip("restarts the local cluster's API server; not done to another cluster")
+    group = "we-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+    nodes = Nodes(api, group)
+    custom = CustomObjectsApi(api)
+    profile = {"schedulerName": group, "plugins": {"multiPoint": {
+        "enabled": [{"name": "CapacityScheduling"}],
+        "disabled": [{"name": "DefaultPreemption"}]}}}  # fmt: skip
+    config = {"leaderElection": {"leaderElect": False}, "profiles": [profile]}
+    berth = BerthRun.configured(kubeconfig_path, config, tmp_path)
+    pods = Pods(api, namespace)
+
+    def pod(name: str) -> dict[str, Any]:
+        return pod_body(name, group, cpu="1", nodeSelector={"berth.test/group": group})
+
+    async def used() -> str | None:
+        obj = await custom.get_namespaced_custom_object(*EQ, namespace, "elasticquotas", "cpu")
+        return ((obj.get("status") or {}).get("used") or {}).get("cpu")
+
+    try:
+        await nodes.add("a", labels={"berth.test/group": group})
+        await custom.create_namespaced_custom_object(*EQ, namespace, "elasticquotas", {
+            "apiVersion": "/".join(EQ), "kind": "ElasticQuota", "metadata": {"name": "cpu"},
+            "spec": {"min": {"cpu": "3"}, "max": {"cpu": "3"}}})  # fmt: skip
+        berth.start()
+        for name in ("p0", "p1", "p2"):
+            await pods.create(pod(name))
+            await pods.wait_bound(name, within=60)
+        await eventually(lambda: _is(used, "3"), within=60)
+        assert berth.child is not None
+        relists_before = berth.log.read_text().count("watch expired, relisting")
+
+        berth.child.send_signal(signal.SIGSTOP)
+        try:
+            # Restarted first, so no watch of Berth's is open when these happen (events
+            # sent before would wait in its sockets and arrive on waking).
+            await asyncio.to_thread(cluster.restart_apiserver)
+            await retried(lambda: pods.delete("p1"))
+            for name in ("p3", "p4", "p5"):
+                await retried(functools.partial(pods.create, pod(name)))
+        finally:
+            berth.child.send_signal(signal.SIGCONT)
+
+        # p1's share is free only if the relist reported p1 gone: one of p3/p4/p5 binds.
+        async def one_more_bound() -> bool:
+            try:
+                bound = [n for n in ("p3", "p4", "p5") if await pods.node_of(n)]
+            except (aiohttp.ClientError, OSError):
+                return False
+            return len(bound) == 1
+
+        await eventually(one_more_bound, within=90)
+        log = berth.log.read_text()
+        assert log.count("watch expired, relisting") > relists_before, "no watch expired"
+        # The quota stays at its max: the other two are refused, with the reason.
+        refused = [n for n in ("p3", "p4", "p5") if not await pods.node_of(n)]
+        assert len(refused) == 2, refused
+        for name in refused:
+            message = await pods.wait_event(name, "FailedScheduling", within=60)
+            assert "is more than Max" in message
+    finally:
+        berth.stop()
+        await retried(nodes.delete_all)
+
+
+async def test_conflicting_writers_delay_reservation_status_but_lose_none(
+    api: ApiClient, kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    """Another writer changes the reservation ten times a second throughout its life, so
+    the operator's status writes (guarded by the resourceVersion they were decided from)
+    meet 409 Conflict; each transition still lands: Available, its owner, Failed on expiry."""
+    group = "cf-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+    nodes = Nodes(api, group)
+    custom = CustomObjectsApi(api)
+    profile = {"schedulerName": group,
+               "plugins": {"multiPoint": {"enabled": [{"name": "Reservation"}]}}}  # fmt: skip
+    config = {"leaderElection": {"leaderElect": False}, "profiles": [profile]}
+    berth = BerthRun.configured(kubeconfig_path, config, tmp_path)
+    berth.command = [a for a in berth.command if not a.startswith("--log-level")]
+    berth.command.append("--log-level=debug")  # the operator logs each conflict at debug
+    pods = Pods(api, namespace)
+    name = f"{group}-r"
+    body = {"apiVersion": "/".join(RESERVATION), "kind": "Reservation", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"schedulerName": group,
+                "nodeSelector": {"berth.test/group": group},
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
+            "ttl": f"{TTL}s", "allocateOnce": False}}  # fmt: skip
+    stop = asyncio.Event()
+    bumps = [0]
+    loop = asyncio.get_running_loop()
+    bursts: list[tuple[float, float]] = []  # (from, to): every 10 ms, around transitions
+
+    async def bump() -> None:
+        while not stop.is_set():
+            bumps[0] += 1
+            patch = {"metadata": {"labels": {"berth.test/bump": str(bumps[0])}}}
+            with contextlib.suppress(ApiException):
+                await custom.patch_cluster_custom_object(
+                    *RESERVATION, "reservations", name, patch, _content_type=MERGE
+                )
+            now = loop.time()
+            await asyncio.sleep(0.01 if any(a <= now <= b for a, b in bursts) else 0.1)
+
+    async def reservation() -> dict[str, Any]:
+        obj: dict[str, Any] = await custom.get_cluster_custom_object(
+            *RESERVATION, "reservations", name
+        )
+        return obj
+
+    async def status_is(check: Callable[[dict[str, Any]], bool]) -> bool:
+        return check((await reservation()).get("status") or {})
+
+    bumper: asyncio.Task[None] | None = None
+    try:
+        await nodes.add("a", labels={"berth.test/group": group})
+        berth.start()
+        await custom.create_cluster_custom_object(*RESERVATION, "reservations", body)
+        bumper = asyncio.create_task(bump())
+        await eventually(lambda: status_is(lambda s: s.get("phase") == "Available"), within=60)
+        now = loop.time()
+        stamp = (await reservation())["metadata"]["creationTimestamp"]
+        expires = now + TTL - (time.time() - datetime.fromisoformat(stamp).timestamp())
+        bursts.append((now, now + 5))  # the owner's allocation, then its status
+        bursts.append((expires - 2, expires + 8))  # the expiry
+        await pods.create(pod_body("owner", group, cpu="500m", labels={"app": name},
+                                   nodeSelector={"berth.test/group": group}))  # fmt: skip
+        await pods.wait_bound("owner", within=60)
+        owned = [{"namespace": namespace, "name": "owner"}]
+
+        def owners(s: dict[str, Any]) -> bool:
+            return [{k: o.get(k) for k in ("namespace", "name")} for o in
+                    s.get("currentOwners") or []] == owned  # fmt: skip
+
+        await eventually(lambda: status_is(owners), within=60)
+        await eventually(lambda: status_is(lambda s: s.get("phase") == "Failed"), within=90)
+        stop.set()
+        await bumper
+        assert bumps[0] > 100, "the other writer kept writing"
+        assert conflicts(berth.log.read_text()) > 0, "no 409 met: nothing was injected"
+    finally:
+        stop.set()
+        if bumper is not None and not bumper.done():
+            bumper.cancel()
+        berth.stop()
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object(*RESERVATION, "reservations", name)
+        await nodes.delete_all()
+
+
+def conflicts(log: str) -> int:
+    """The 409 Conflicts the operators logged (each at debug, with its status)."""
+    count = 0
+    for line in log.splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and "operators" in str(record.get("logger")):
+                count += record.get("status") == CONFLICT
+    return count
 
 
 async def _is(read: Callable[[], Awaitable[str | None]], expected: str) -> bool:

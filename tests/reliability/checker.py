@@ -1,25 +1,45 @@
-"""An independent invariant checker: reads the cluster and judges what the scheduler and
-the operators did, sharing no code with their accounting (its own request arithmetic, the
-Kubernetes client library's quantity parser).
+"""An independent judge of what the scheduler and the operators did: it reads the API
+objects (nodes, pods, quotas, reservations, events) every second and re-derives every
+rule itself, sharing no code with Berth's decisions (its own request arithmetic and rule
+evaluation; the Kubernetes client library's quantity parser).
 
-Invariants:
-- no node's bound pods plus the capacity Available reservations still hold there exceed
-  its allocatable;
-- no quota's bound pods exceed its max;
-- every pod carrying ``reservation-allocated`` is an owner of that reservation, and a
-  Restricted reservation's owners fit in it;
-- no pod was bound twice (one ``Scheduled`` event per pod at most);
-- at rest: every Reservation's ``currentOwners`` and every quota's ``used`` agree with the
-  pods, and every Pending pod really cannot be placed (a schedulable pod left Pending is a
-  violation).
+Safety, every snapshot:
+- no node's bound pods, plus what Available reservations still hold there, exceed its
+  allocatable in any resource or in pod count;
+- no quota's bound pods exceed its max, and the quotas together never exceed the sum of
+  their mins;
+- a pod bound by the scheduler satisfied, when it was bound, its nodeSelector, its
+  required node affinity, the node's NoSchedule/NoExecute taints and the node's cordon
+  (a fact counts once the checker has seen it for ``SLACK`` seconds before the binding);
+- a pod carrying ``reservation-allocated`` is an owner of that reservation, runs on its
+  node, fits in it when the policy is Restricted, was not allocated from a reservation
+  already terminal, and an allocateOnce reservation is allocated to one pod only;
+- every pod the scheduler preempted (its ``Preempted`` event) was an allowed victim:
+  lower priority within a namespace kind; another quota's pod only while that quota was
+  over its min; quota and quota-less pods never preempt each other; never a pod running
+  in a live reservation's capacity for a pod that is not that reservation's owner.
+
+Liveness, every snapshot:
+- a Pending pod that some node surely takes now (free capacity counted pessimistically:
+  every held reservation in full, every nominated pod's request, terminating pods still
+  there; quota max and the sum of mins included) is bound within ``PLACEABLE_WITHIN``;
+- a Pending pod whose quota is within its min, and that some node takes once other
+  quotas' borrowed capacity is reclaimed, is bound within ``RECLAIM_WITHIN``;
+- a reservation past its expiry is Failed, an allocateOnce reservation with a bound owner
+  is Succeeded, and one whose node is gone is Failed, each within ``TRANSITION_WITHIN``.
+
+At rest (after the load): additionally every reservation's ``currentOwners`` and every
+quota's ``status.used`` (on every key either side names) agree with the pods.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -27,17 +47,38 @@ from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
 TERMINAL = {"Succeeded", "Failed"}
+HOLDING = {"Available", "Waiting"}
+BLOCKING_EFFECTS = {"NoSchedule", "NoExecute"}
+# A fact about a node counts against a binding once seen this long before it: bindings
+# carry second-resolution times, and a scheduler's view lags the API by a moment (on a
+# loaded machine, seconds).
+SLACK = 5.0
+PLACEABLE_WITHIN = 30.0
+RECLAIM_WITHIN = 45.0
+TRANSITION_WITHIN = 30.0
+
 Amounts = dict[str, Decimal]
+Obj = dict[str, Any]
 
 
 def amounts(resources: Mapping[str, Any] | None) -> Amounts:
     return {k: Decimal(str(parse_quantity(str(v)))) for k, v in (resources or {}).items()}
 
 
-def _add(into: Amounts, other: Mapping[str, Decimal]) -> None:
+def _add(into: Amounts, other: Mapping[str, Decimal], sign: int = 1) -> None:
     for k, v in other.items():
-        into[k] = into.get(k, Decimal(0)) + v
+        into[k] = into.get(k, Decimal(0)) + sign * v
+
+
+def _over(used: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> list[str]:
+    """The resources ``used`` has more of than ``limit`` names (unnamed: unlimited)."""
+    return [k for k, v in used.items() if k in limit and v > limit[k]]
+
+
+def _fits(wanted: Mapping[str, Decimal], free: Mapping[str, Decimal]) -> bool:
+    return all(v <= free.get(k, Decimal(0)) for k, v in wanted.items() if v > 0)
 
 
 def requests_of(spec: Mapping[str, Any]) -> Amounts:
@@ -59,55 +100,130 @@ def requests_of(spec: Mapping[str, Any]) -> Amounts:
     return total
 
 
+def demand(spec: Mapping[str, Any]) -> Amounts:
+    """What a pod takes of a node: its requests and one pod slot."""
+    return {**requests_of(spec), "pods": Decimal(1)}
+
+
+def epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta["name"]
+
+
 def holds(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) and (
         (pod.get("status") or {}).get("phase") not in TERMINAL
     )
 
 
-@dataclass
-class Snapshot:
-    nodes: dict[str, Amounts]
-    pods: list[dict[str, Any]]
-    quotas: list[dict[str, Any]]
-    reservations: list[dict[str, Any]]
-    scheduled_events: Counter[str] = field(default_factory=Counter)
-    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+def pending(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    return (
+        not spec.get("nodeName")
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") not in TERMINAL
+        and not spec.get("schedulingGates")
+    )
 
 
-async def snapshot(api: ApiClient, namespaces: Iterable[str] | None = None) -> Snapshot:
-    core = CoreV1Api(api)
-    custom = CustomObjectsApi(api)
-    listed_nodes = (await core.list_node()).items
-    nodes = {n.metadata.name: amounts(n.status.allocatable) for n in listed_nodes}
-    node_labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in listed_nodes}
-    pods = [
-        api.sanitize_for_serialization(p) for p in (await core.list_pod_for_all_namespaces()).items
+def bound_at(pod: Mapping[str, Any]) -> float | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return epoch(condition.get("lastTransitionTime"))
+    return None
+
+
+# -- placement rules, re-derived -----------------------------------------------------------
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        tkey = toleration.get("key")
+        if toleration.get("operator") == "Exists":
+            if not tkey or tkey == taint.get("key"):
+                return True
+        elif tkey == taint.get("key") and (toleration.get("value") or "") == (
+            taint.get("value") or ""
+        ):
+            return True
+    return False
+
+
+def untolerated(spec: Mapping[str, Any], node: Mapping[str, Any]) -> list[str]:
+    tolerations = spec.get("tolerations") or []
+    return [
+        f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("effect") in BLOCKING_EFFECTS and not tolerates(tolerations, t)
     ]
-    quotas = (
-        await custom.list_cluster_custom_object(
-            "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
-        )
-    )["items"]
-    reservations = (
-        await custom.list_cluster_custom_object(
-            "scheduling.koordinator.sh", "v1alpha1", "reservations"
-        )
-    )["items"]
-    events: Counter[str] = Counter()
-    for namespace in namespaces or ():
-        listed = await core.list_namespaced_event(namespace, field_selector="reason=Scheduled")
-        for event in listed.items:
-            events[event.involved_object.uid] += event.count or 1
-    return Snapshot(nodes, pods, quotas, reservations, events, node_labels)
 
 
-def _owner_matches(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+def _requirement(req: Mapping[str, Any], value: str | None) -> bool:
+    op, values = req.get("operator"), req.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            number, bound = int(value), int(values[0])
+        except ValueError:
+            return False
+        return number > bound if op == "Gt" else number < bound
+    return False
+
+
+def selects(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """nodeSelector and the required node affinity (terms ORed, requirements ANDed)."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms")
+    if not required:
+        return True
+    fields = {"metadata.name": meta.get("name")}
+    return any(
+        all(_requirement(r, labels.get(r.get("key"))) for r in term.get("matchExpressions") or ())
+        and all(_requirement(r, fields.get(r.get("key"))) for r in term.get("matchFields") or ())
+        and (term.get("matchExpressions") or term.get("matchFields"))
+        for term in required
+    )
+
+
+def eligible(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Everything but capacity: cordon, taints, selector and affinity."""
+    return (
+        not (node.get("spec") or {}).get("unschedulable")
+        and not untolerated(spec, node)
+        and selects(spec, node)
+    )
+
+
+def owner_matches(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     meta = pod.get("metadata") or {}
     obj = owner.get("object")
     if obj:
-        for key in ("uid", "name", "namespace"):
-            if obj.get(key) and obj[key] != meta.get(key):
+        for k in ("uid", "name", "namespace"):
+            if obj.get(k) and obj[k] != meta.get(k):
                 return False
     controller = owner.get("controller")
     if controller:
@@ -124,146 +240,719 @@ def _owner_matches(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
         labels = meta.get("labels") or {}
         if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
             return False
-        if selector.get("matchExpressions"):
-            return True  # not judged here: trust the scheduler on expressions
-    return True
+        for req in selector.get("matchExpressions") or ():
+            if not _requirement(req, labels.get(req.get("key"))):
+                return False
+    return bool(obj or controller or selector)
 
 
-def violations(snap: Snapshot, *, at_rest: bool = False) -> list[str]:
-    found: list[str] = []
-    live = [p for p in snap.pods if holds(p)]
-    reservations = {r["metadata"]["name"]: r for r in snap.reservations}
+def is_owner(reservation: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    return any(owner_matches(o, pod) for o in (reservation.get("spec") or {}).get("owners") or ())
 
-    # Owners per reservation, and each owner's legitimacy.
-    owners: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for pod in live:
-        text = (pod["metadata"].get("annotations") or {}).get(ALLOCATED)
-        if not text:
-            continue
-        name = json.loads(text).get("name")
-        reservation = reservations.get(name)
-        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-        if reservation is None:
-            continue  # ended and collected since: its owners keep running
-        if not any(_owner_matches(o, pod) for o in reservation["spec"]["owners"]):
-            found.append(f"pod {key} allocated from reservation {name} but is not its owner")
-        owners[name].append(pod)
 
-    # Node capacity: pods plus what Available reservations still hold.
-    used: dict[str, Amounts] = defaultdict(dict)
-    for pod in live:
-        _add(used[pod["spec"]["nodeName"]], requests_of(pod["spec"]))
-    for name, reservation in reservations.items():
-        status = reservation.get("status") or {}
-        if status.get("phase") != "Available" or not status.get("nodeName"):
-            continue
-        spec = reservation["spec"]
-        held = requests_of(spec["template"].get("spec") or {})
-        if spec.get("allocateOnce", True) and owners.get(name):
-            continue  # used up: it holds nothing more
-        taken: Amounts = {}
-        for pod in owners.get(name, []):
-            _add(taken, requests_of(pod["spec"]))
-        remaining = {k: max(Decimal(0), v - taken.get(k, Decimal(0))) for k, v in held.items()}
-        _add(used[status["nodeName"]], remaining)
-        if spec.get("allocatePolicy") == "Restricted":
-            for k, v in taken.items():
-                if k in held and v > held[k]:
-                    found.append(f"reservation {name}: owners use {v} {k} > {held[k]} reserved")
-    for node, resources in used.items():
-        allocatable = snap.nodes.get(node)
-        if allocatable is None:
-            continue  # deleted meanwhile
-        for k, v in resources.items():
-            if k in allocatable and v > allocatable[k]:
-                found.append(f"node {node}: {v} {k} used > {allocatable[k]} allocatable")
+def allocated_from(pod: Mapping[str, Any]) -> str | None:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ALLOCATED)
+    if not text:
+        return None
+    name = json.loads(text).get("name")
+    return str(name) if name else None
 
-    # Quotas: bound pods within max (the oldest quota of a namespace governs).
-    governing: dict[str, dict[str, Any]] = {}
-    for quota in sorted(
-        snap.quotas, key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"])
-    ):
-        governing.setdefault(quota["metadata"]["namespace"], quota)
-    # Pods being deleted (preemption victims on their way out) are not counted against a
-    # quota: their capacity is already promised to the pod nominated in their place.
-    per_namespace: dict[str, Amounts] = defaultdict(dict)
-    for pod in live:
-        if not pod["metadata"].get("deletionTimestamp"):
-            _add(per_namespace[pod["metadata"]["namespace"]], requests_of(pod["spec"]))
-    for namespace, quota in governing.items():
-        maximum = amounts((quota.get("spec") or {}).get("max"))
-        for k, v in per_namespace.get(namespace, {}).items():
-            if k in maximum and v > maximum[k]:
-                found.append(f"quota {namespace}: {v} {k} used > max {maximum[k]}")
-        if at_rest:
-            reported = amounts((quota.get("status") or {}).get("used"))
-            actual = per_namespace.get(namespace, {})
-            for k, v in reported.items():
-                if v != actual.get(k, Decimal(0)):
-                    found.append(
-                        f"quota {namespace}: status.used {k} {v} != pods' {actual.get(k, 0)}"
-                    )
 
-    # Bound at most once.
-    for uid, count in snap.scheduled_events.items():
-        if count > 1:
-            found.append(f"pod {uid} was bound {count} times")
+def expiry(reservation: Mapping[str, Any]) -> float | None:
+    spec = reservation.get("spec") or {}
+    if spec.get("expires"):
+        return epoch(spec["expires"])
+    ttl = spec.get("ttl")
+    if not ttl:
+        return None
+    seconds = _seconds(str(ttl))
+    created = epoch(reservation["metadata"].get("creationTimestamp"))
+    return None if not seconds or created is None else created + seconds
 
-    if at_rest:
-        for name, reservation in reservations.items():
-            status = reservation.get("status") or {}
-            if status.get("phase") not in ("Available", "Waiting"):
+
+def _seconds(text: str) -> float:
+    total, number = 0.0, ""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    for char in text:
+        if char.isdigit() or char == ".":
+            number += char
+        elif char in units and number:
+            total += float(number) * units[char]
+            number = ""
+    return total
+
+
+# -- the snapshot ---------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    taken_at: float
+    nodes: dict[str, Obj]
+    pods: list[Obj]
+    quotas: list[Obj]
+    reservations: list[Obj]
+    preempted: list[Obj] = field(default_factory=list)  # Preempted events, as dicts
+
+    def governing(self) -> dict[str, Obj]:
+        """The quota of each namespace (the oldest, as the scheduler picks)."""
+        out: dict[str, Obj] = {}
+        for quota in sorted(
+            self.quotas,
+            key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"]),
+        ):
+            out.setdefault(quota["metadata"]["namespace"], quota)
+        return out
+
+
+async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
+    """Everything the rules look at, read as raw JSON (client models cost seconds)."""
+    core = CoreV1Api(api)
+    custom = CustomObjectsApi(api)
+
+    async def items(call: Any) -> list[Obj]:
+        response = await call
+        body = json.loads(await response.read())
+        response.release()
+        return list(body.get("items") or [])
+
+    taken_at = time.time()
+    nodes = {n["metadata"]["name"]: n for n in await items(core.list_node(_preload_content=False))}
+    pods = await items(core.list_pod_for_all_namespaces(_preload_content=False))
+    quotas = await items(
+        custom.list_cluster_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", _preload_content=False
+        )
+    )
+    reservations = await items(
+        custom.list_cluster_custom_object(
+            "scheduling.koordinator.sh", "v1alpha1", "reservations", _preload_content=False
+        )
+    )
+    preempted: list[Obj] = []
+    for namespace in namespaces:
+        preempted += await items(
+            core.list_namespaced_event(
+                namespace, field_selector="reason=Preempted", _preload_content=False
+            )
+        )
+    return Snapshot(taken_at, nodes, pods, quotas, reservations, preempted)
+
+
+# -- the checker ----------------------------------------------------------------------------
+
+
+@dataclass
+class Sighting:
+    """What the checker last saw of a pod, kept after the pod is gone (to judge its
+    eviction)."""
+
+    pod: Obj
+    quota_over_min: bool  # its namespace's quota was over its min then
+    in_live_reservation: str | None  # allocated from this reservation, still holding
+
+
+@dataclass
+class Checker:
+    """Judges snapshots in order; keeps the history some rules need."""
+
+    scheduler: str
+    counts: Counter[str] = field(default_factory=Counter)
+    _fact_seen: dict[tuple[str, str], float] = field(default_factory=dict)
+    _bound: set[str] = field(default_factory=set)
+    _pods: dict[str, Sighting] = field(default_factory=dict)
+    _judged_events: set[str] = field(default_factory=set)
+    _usage: dict[str, Amounts] = field(default_factory=dict)  # per namespace, last snapshot
+    _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
+    _placeable_since: dict[str, float] = field(default_factory=dict)
+    _reclaimable_since: dict[str, float] = field(default_factory=dict)
+    _terminal_seen: dict[str, float] = field(default_factory=dict)
+    _node_gone_seen: dict[str, float] = field(default_factory=dict)
+    _owner_bound_seen: dict[str, float] = field(default_factory=dict)
+    _once_owners: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    bound_per_namespace: Counter[str] = field(default_factory=Counter)
+    # Pending pods some node surely takes now (directly, or by reclaim), by name.
+    placeable: list[str] = field(default_factory=list)
+    # Off while the scheduler is being killed on purpose: its bounds start when it is on.
+    liveness: bool = True
+    _live_since: float = 0.0
+    _reported: set[str] = field(default_factory=set)  # transitions reported already
+
+    def check(self, snap: Snapshot) -> list[str]:
+        self.counts["checks"] += 1
+        found: list[str] = []
+        self._remember_nodes(snap)
+        reservations = {r["metadata"]["name"]: r for r in snap.reservations}
+        for name, r in reservations.items():
+            if (r.get("status") or {}).get("phase") in TERMINAL:
+                self._terminal_seen.setdefault(name, snap.taken_at)
+        live = [p for p in snap.pods if holds(p)]
+        found += self._capacity(snap, live, reservations)
+        found += self._quotas(snap, live)
+        found += self._reservations(snap, live, reservations)
+        found += self._new_bindings(snap, reservations)
+        over_min = self._over_min(snap, live)
+        self._remember_pods(snap, over_min, reservations)
+        found += self._evictions(snap, over_min, reservations)
+        if self.liveness:
+            self._live_since = self._live_since or snap.taken_at
+            found += self._liveness(snap, live, reservations)
+            found += self._transitions(snap, reservations, TRANSITION_WITHIN)
+        else:
+            self._live_since = 0.0
+            for since in (self._placeable_since, self._reclaimable_since):
+                since.clear()
+            for seen in (self._node_gone_seen, self._owner_bound_seen):
+                seen.clear()
+        return found
+
+    def at_rest(self, snap: Snapshot) -> list[str]:
+        """What must also hold once the load has stopped and things settled."""
+        reservations = {r["metadata"]["name"]: r for r in snap.reservations}
+        found = self._transitions(snap, reservations, 0, once=False)
+        live = [p for p in snap.pods if holds(p)]
+        owners: dict[str, list[str]] = defaultdict(list)
+        for pod in live:
+            name = allocated_from(pod)
+            if name:
+                owners[name].append(key(pod))
+        for r in snap.reservations:
+            status = r.get("status") or {}
+            if status.get("phase") not in HOLDING:
                 continue
             listed = sorted(
                 f"{o['namespace']}/{o['name']}" for o in status.get("currentOwners") or []
             )
-            actual = sorted(
-                f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-                for p in owners.get(name, [])
-            )
+            actual = sorted(owners.get(r["metadata"]["name"], []))
             if listed != actual:
-                found.append(f"reservation {name}: currentOwners {listed} != pods {actual}")
-    return found
+                found.append(
+                    f"reservation {r['metadata']['name']}: currentOwners {listed} != {actual}"
+                )
+        used = self._used(live)
+        for namespace, quota in snap.governing().items():
+            reported = amounts((quota.get("status") or {}).get("used"))
+            spec = quota.get("spec") or {}
+            counted = dict(used.get(namespace, {}))
+            if "pods" not in spec.get("min", {}) and "pods" not in spec.get("max", {}):
+                counted.pop("pods", None)  # reported only when a limit names it
+            for k in sorted(set(reported) | set(counted)):
+                if reported.get(k, Decimal(0)) != counted.get(k, Decimal(0)):
+                    found.append(
+                        f"quota {namespace}: status.used {k} {reported.get(k, 0)} "
+                        f"!= pods' {counted.get(k, 0)}"
+                    )
+        return found
 
+    # -- safety ----------------------------------------------------------------------------
 
-def stranded(snap: Snapshot, scheduler: str) -> list[str]:
-    """Pending pods of ``scheduler`` that some node could take now: schedulable, yet not
-    bound. Free capacity is counted pessimistically (every held reservation taken in
-    full), so "fits" here means it surely fits; pods under a quota or with a
-    reservation-affinity are left to the rules that decide them."""
-    free: dict[str, Amounts] = {n: dict(a) for n, a in snap.nodes.items()}
+    def _capacity(self, snap: Snapshot, live: list[Obj], reservations: dict[str, Obj]) -> list[str]:
+        used: dict[str, Amounts] = defaultdict(dict)
+        for pod in live:
+            _add(used[pod["spec"]["nodeName"]], demand(pod["spec"]))
+        taken: dict[str, Amounts] = defaultdict(dict)
+        for pod in live:
+            name = allocated_from(pod)
+            if name:
+                _add(taken[name], requests_of(pod["spec"]))
+        for name, r in reservations.items():
+            status = r.get("status") or {}
+            # Waiting ones (preAllocation) are placed without free capacity, by design.
+            if status.get("phase") != "Available" or not status.get("nodeName"):
+                continue
+            held = requests_of((r["spec"].get("template") or {}).get("spec") or {})
+            left = {k: max(Decimal(0), v - taken[name].get(k, Decimal(0))) for k, v in held.items()}
+            _add(used[status["nodeName"]], left)
+        found = []
+        for node, resources in used.items():
+            if node not in snap.nodes:
+                continue  # deleted meanwhile
+            allocatable = amounts(snap.nodes[node]["status"].get("allocatable"))
+            for k in _over(resources, allocatable):
+                found.append(f"node {node}: {resources[k]} {k} used > {allocatable[k]} allocatable")
+        return found
 
-    def take(node: str, spec: Mapping[str, Any]) -> None:
-        if node in free:
-            for k, v in requests_of(spec).items():
-                free[node][k] = free[node].get(k, Decimal(0)) - v
+    @staticmethod
+    def _used(live: list[Obj], *, counting_leaving: bool = True) -> dict[str, Amounts]:
+        per_namespace: dict[str, Amounts] = defaultdict(dict)
+        for pod in live:
+            if counting_leaving or not pod["metadata"].get("deletionTimestamp"):
+                _add(per_namespace[pod["metadata"]["namespace"]], demand(pod["spec"]))
+        return per_namespace
 
-    for pod in snap.pods:
-        if holds(pod):
-            take(pod["spec"]["nodeName"], pod["spec"])
-    for reservation in snap.reservations:
-        status = reservation.get("status") or {}
-        if status.get("phase") in ("Available", "Waiting") and status.get("nodeName"):
-            take(status["nodeName"], reservation["spec"]["template"].get("spec") or {})
-    quota_namespaces = {q["metadata"]["namespace"] for q in snap.quotas}
-
-    def fits_somewhere(pod: Mapping[str, Any]) -> bool:
-        wanted = requests_of(pod["spec"])
-        selector = pod["spec"].get("nodeSelector") or {}
-        return any(
-            all(free[n].get(k, Decimal(0)) >= v for k, v in wanted.items())
-            and all(snap.node_labels.get(n, {}).get(k) == v for k, v in selector.items())
-            for n in free
+    def _quotas(self, snap: Snapshot, live: list[Obj]) -> list[str]:
+        # Pods being deleted (preemption victims on their way out) are not counted: their
+        # capacity is already promised to the pod nominated in their place.
+        used = self._used(live, counting_leaving=False)
+        found = []
+        total_used: Amounts = {}
+        total_min: Amounts = {}
+        for namespace, quota in snap.governing().items():
+            spec = quota.get("spec") or {}
+            maximum = amounts(spec.get("max"))
+            mine = used.get(namespace, {})
+            for k in _over(mine, maximum):
+                found.append(f"quota {namespace}: {mine[k]} {k} used > max {maximum[k]}")
+            _add(total_used, mine)
+            _add(total_min, amounts(spec.get("min")))
+        orphans = sum(
+            1
+            for p in live
+            if p["metadata"]["namespace"] in snap.governing()
+            and p["spec"]["nodeName"] not in snap.nodes
         )
+        for k in _over(total_used, total_min):
+            found.append(
+                f"quotas together use {total_used[k]} {k} > the sum of mins {total_min[k]}"
+                f" ({orphans} of their pods on deleted nodes)"
+            )
+        return found
 
-    return [
-        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-        for p in snap.pods
-        if (p.get("spec") or {}).get("schedulerName") == scheduler
-        and not p["spec"].get("nodeName")
-        and not p["metadata"].get("deletionTimestamp")
-        and p["metadata"]["namespace"] not in quota_namespaces
-        and "scheduling.koordinator.sh/reservation-affinity"
-        not in (p["metadata"].get("annotations") or {})
-        and fits_somewhere(p)
-    ]
+    def _reservations(
+        self, snap: Snapshot, live: list[Obj], reservations: dict[str, Obj]
+    ) -> list[str]:
+        found = []
+        taken: dict[str, Amounts] = defaultdict(dict)
+        for pod in live:
+            name = allocated_from(pod)
+            r = reservations.get(name or "")
+            if name is None or r is None:
+                continue  # ended and collected since: its owners keep running
+            who = key(pod)
+            if not is_owner(r, pod):
+                found.append(f"pod {who} allocated from reservation {name} but is not its owner")
+            node = (r.get("status") or {}).get("nodeName")
+            if node and pod["spec"]["nodeName"] != node:
+                found.append(f"pod {who} allocated from reservation {name} on {node} runs on "
+                             f"{pod['spec']['nodeName']}")  # fmt: skip
+            _add(taken[name], requests_of(pod["spec"]))
+            if r["spec"].get("allocateOnce", True):
+                self._once_owners[name].add(pod["metadata"]["uid"])
+                if len(self._once_owners[name]) > 1:
+                    found.append(
+                        f"allocateOnce reservation {name} allocated to "
+                        f"{len(self._once_owners[name])} pods"
+                    )
+        for name, used in taken.items():
+            spec = reservations[name]["spec"]
+            if spec.get("allocatePolicy") != "Restricted":
+                continue
+            held = requests_of((spec.get("template") or {}).get("spec") or {})
+            for k in _over(used, held):
+                found.append(
+                    f"reservation {name} (Restricted): owners use {used[k]} {k} > {held[k]}"
+                )
+        return found
+
+    def _remember_nodes(self, snap: Snapshot) -> None:
+        """When each node fact (a taint, the cordon, its label set) was first seen."""
+        for name, node in snap.nodes.items():
+            spec = node.get("spec") or {}
+            facts = [f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+                     for t in spec.get("taints") or []]  # fmt: skip
+            if spec.get("unschedulable"):
+                facts.append("cordoned")
+            facts.append(
+                "labels " + json.dumps(node["metadata"].get("labels") or {}, sort_keys=True)
+            )
+            for fact in facts:
+                self._fact_seen.setdefault((name, fact), snap.taken_at)
+
+    def _settled(self, node: str, fact: str, when: float) -> bool:
+        seen = self._fact_seen.get((node, fact))
+        return seen is not None and seen <= when - SLACK
+
+    def _new_bindings(self, snap: Snapshot, reservations: dict[str, Obj]) -> list[str]:
+        """Judge each binding once, against the node as it was (surely) when it was made."""
+        found = []
+        for pod in snap.pods:
+            uid = pod["metadata"]["uid"]
+            node_name = pod["spec"].get("nodeName")
+            if (
+                not node_name
+                or uid in self._bound
+                or pod["spec"].get("schedulerName") != self.scheduler
+            ):
+                continue
+            self._bound.add(uid)
+            self.counts["bindings judged"] += 1
+            self.bound_per_namespace[pod["metadata"]["namespace"]] += 1
+            when = bound_at(pod) or snap.taken_at
+            node = snap.nodes.get(node_name)
+            if node is None:
+                continue
+            who = key(pod)
+            spec = node.get("spec") or {}
+            if spec.get("unschedulable") and self._settled(node_name, "cordoned", when):
+                found.append(f"pod {who} bound to {node_name} after it was cordoned")
+            for taint in spec.get("taints") or []:
+                fact = f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
+                if (
+                    taint.get("effect") in BLOCKING_EFFECTS
+                    and not tolerates(pod["spec"].get("tolerations") or [], taint)
+                    and self._settled(node_name, fact, when)
+                ):
+                    found.append(f"pod {who} bound to {node_name} despite untolerated {fact}")
+            labels = "labels " + json.dumps(node["metadata"].get("labels") or {}, sort_keys=True)
+            if not selects(pod["spec"], node) and self._settled(node_name, labels, when):
+                found.append(f"pod {who} bound to {node_name}: nodeSelector/affinity not met")
+            name = allocated_from(pod)
+            ended = self._terminal_seen.get(name or "")
+            if name and ended is not None and ended <= when - SLACK:
+                found.append(f"pod {who} allocated from reservation {name} after it ended")
+        return found
+
+    def _over_min(self, snap: Snapshot, live: list[Obj]) -> set[str]:
+        """Quota namespaces over their min, counting what a scheduler counts: bound pods
+        and pods nominated to a node (the scheduler's in-flight bindings are not visible
+        here; see ``_evictions``)."""
+        used = self._used(live)
+        for pod in snap.pods:
+            if pending(pod) and (pod.get("status") or {}).get("nominatedNodeName"):
+                _add(used[pod["metadata"]["namespace"]], demand(pod["spec"]))
+        self._usage = used
+        return {
+            namespace
+            for namespace, quota in snap.governing().items()
+            if _over(used.get(namespace, {}), amounts((quota.get("spec") or {}).get("min")))
+        }
+
+    def _remember_pods(
+        self, snap: Snapshot, over_min: set[str], reservations: dict[str, Obj]
+    ) -> None:
+        for pod in snap.pods:
+            name = allocated_from(pod)
+            holding = (
+                name
+                if name
+                and ((reservations.get(name) or {}).get("status") or {}).get("phase") in HOLDING
+                and not (reservations[name]["spec"].get("allocateOnce", True))
+                else None
+            )
+            over = pod["metadata"]["namespace"] in over_min
+            self._pods[pod["metadata"]["uid"]] = Sighting(pod, over, holding)
+
+    def _evictions(
+        self, snap: Snapshot, over_min: set[str], reservations: dict[str, Obj]
+    ) -> list[str]:
+        """Judge each eviction once. The victim's quota counts as over its min if it was
+        at the victim's last sighting or is in the first snapshot after the eviction:
+        bindings the scheduler had in flight at its decision land in between."""
+        found = []
+        governing = snap.governing()
+        for event in snap.preempted:
+            uid = event["metadata"]["uid"]
+            if uid in self._judged_events:
+                continue
+            self._judged_events.add(uid)
+            message = event.get("message") or ""
+            words = message.split()
+            # "Preempted by pod <uid> on node <node>"
+            preemptor_uid = (
+                words[3] if len(words) > 3 and words[:3] == ["Preempted", "by", "pod"] else ""
+            )
+            victim = self._pods.get((event.get("involvedObject") or {}).get("uid", ""))
+            preemptor = self._pods.get(preemptor_uid)
+            if victim is None or preemptor is None:
+                self.counts["evictions unjudged"] += 1
+                continue
+            self.counts["evictions judged"] += 1
+            namespace = victim.pod["metadata"]["namespace"]
+            quota = governing.get(namespace)
+            if quota is not None and not victim.quota_over_min:
+                # Now, with the victim (gone since) counted as it was at the decision.
+                now = _plus(self._usage.get(namespace, {}), demand(victim.pod["spec"]))
+                if namespace in over_min or _over(
+                    now, amounts((quota.get("spec") or {}).get("min"))
+                ):
+                    victim = Sighting(victim.pod, True, victim.in_live_reservation)
+            found += self._allowed(victim, preemptor, governing, reservations)
+        return found
+
+    @staticmethod
+    def _allowed(
+        victim: Sighting,
+        preemptor: Sighting,
+        governing: dict[str, Obj],
+        reservations: dict[str, Obj],
+    ) -> list[str]:
+        v, p = victim.pod, preemptor.pod
+        what = f"{key(p)} preempted {key(v)}"
+        v_ns, p_ns = v["metadata"]["namespace"], p["metadata"]["namespace"]
+        v_priority = v["spec"].get("priority") or 0
+        p_priority = p["spec"].get("priority") or 0
+        found = []
+        if (v_ns in governing) != (p_ns in governing):
+            found.append(f"{what}: quota and quota-less pods never preempt each other")
+        elif v_ns in governing and v_ns != p_ns:
+            if not victim.quota_over_min:
+                found.append(f"{what}: the victim's quota was not over its min")
+        elif v_priority >= p_priority:
+            found.append(f"{what}: priority {v_priority} is not below {p_priority}")
+        reservation = reservations.get(victim.in_live_reservation or "")
+        if reservation is not None and not is_owner(reservation, p):
+            found.append(
+                f"{what}: reserved capacity of {victim.in_live_reservation} for a stranger"
+            )
+        return found
+
+    # -- liveness --------------------------------------------------------------------------
+
+    def _liveness(self, snap: Snapshot, live: list[Obj], reservations: dict[str, Obj]) -> list[str]:
+        """Pods some node surely takes now, and how long each has been so."""
+        free: dict[str, Amounts] = {
+            n: amounts(node["status"].get("allocatable")) for n, node in snap.nodes.items()
+        }
+        for pod in live:
+            if pod["spec"]["nodeName"] in free:
+                _add(free[pod["spec"]["nodeName"]], demand(pod["spec"]), -1)
+        for r in reservations.values():
+            status = r.get("status") or {}
+            if status.get("phase") in HOLDING and status.get("nodeName") in free:
+                spec = (r["spec"].get("template") or {}).get("spec") or {}
+                _add(free[status["nodeName"]], demand(spec), -1)
+        used = self._used(live)
+        governing = snap.governing()
+        waiting = [
+            p for p in snap.pods if pending(p) and p["spec"].get("schedulerName") == self.scheduler
+        ]
+        nominated: dict[str, tuple[str, Amounts]] = {}
+        for pod in waiting:
+            node = (pod.get("status") or {}).get("nominatedNodeName")
+            if node in free:
+                nominated[pod["metadata"]["uid"]] = (node, demand(pod["spec"]))
+                _add(free[node], demand(pod["spec"]), -1)
+                _add(used.setdefault(pod["metadata"]["namespace"], {}), demand(pod["spec"]))
+        total_used: Amounts = {}
+        total_min: Amounts = {}
+        for namespace, limited in governing.items():
+            _add(total_used, used.get(namespace, {}))
+            _add(total_min, amounts((limited.get("spec") or {}).get("min")))
+
+        taken: dict[str, list[Obj]] = defaultdict(list)  # reservation -> its owners
+        for pod in live:
+            if name := allocated_from(pod):
+                taken[name].append(pod)
+        placeable_now: set[str] = set()
+        where: dict[str, str] = {}  # a node that takes it, for the report
+        reclaimable_now: set[str] = set()
+        for pod in waiting:
+            if RESERVATION_AFFINITY in (pod["metadata"].get("annotations") or {}):
+                continue  # decided by its reservations alone
+            uid = pod["metadata"]["uid"]
+            wanted = demand(pod["spec"])
+            own = nominated.get(uid)
+            mine = dict(used.get(pod["metadata"]["namespace"], {}))
+            everyone = dict(total_used)
+            if own is not None:
+                _add(mine, wanted, -1)
+                _add(everyone, wanted, -1)
+
+            def room(node: str, own: tuple[str, Amounts] | None = own) -> Amounts:
+                out = dict(free[node])
+                if own is not None and own[0] == node:
+                    _add(out, own[1])
+                return out
+
+            quota = governing.get(pod["metadata"]["namespace"])
+            after = _plus(mine, wanted)
+            within_min = False
+            if quota is not None:
+                limits = quota.get("spec") or {}
+                if _over(after, amounts(limits.get("max"))):
+                    continue
+                within_min = not _over(after, amounts(limits.get("min")))
+            nodes = [n for n in free if eligible(pod["spec"], snap.nodes[n])]
+            sum_ok = quota is None or not _over(_plus(everyone, wanted), total_min)
+            fitting = [n for n in nodes if _fits(wanted, room(n))]
+            if sum_ok and fitting:
+                placeable_now.add(uid)
+                where[uid] = f"{fitting[0]} has {_show(room(fitting[0]))}"
+            elif sum_ok and (inside := self._owned_room(pod, nodes, room, reservations, taken)):
+                placeable_now.add(uid)
+                where[uid] = inside
+            elif (
+                quota is not None
+                and within_min
+                and self._reclaimable(
+                    pod, nodes, room, snap, live, used, governing, total_min, everyone
+                )
+            ):
+                reclaimable_now.add(uid)
+
+        # Reservations are scheduled like pods: one some node surely takes is placed too
+        # (a refusal that ends it as Failed counts as not placed; expiry does not).
+        for name, r in reservations.items():
+            status = r.get("status") or {}
+            template = (r["spec"].get("template") or {}).get("spec") or {}
+            if template.get("schedulerName") != self.scheduler or status.get("nodeName"):
+                continue
+            ends = expiry(r)
+            if ends is not None and ends <= snap.taken_at + PLACEABLE_WITHIN:
+                continue  # may expire before any bound is due
+            reasons = {c.get("reason") for c in status.get("conditions") or []}
+            if status.get("phase") == "Failed" and reasons & {"Expired", "NodeDeleted"}:
+                continue
+            wanted = demand(template)
+            fitting = [
+                n for n in free if eligible(template, snap.nodes[n]) and _fits(wanted, free[n])
+            ]
+            if fitting:
+                uid = r["metadata"]["uid"]
+                placeable_now.add(uid)
+                where[uid] = f"{fitting[0]} has {_show(free[fitting[0]])}"
+                self._names[uid] = f"reservation {name}"
+
+        found = []
+        for now, since, bound, what in (
+            (placeable_now, self._placeable_since, PLACEABLE_WITHIN, "some node could take it"),
+            (reclaimable_now, self._reclaimable_since, RECLAIM_WITHIN, "within its quota's min"),
+        ):
+            for uid in list(since):
+                if uid not in now:
+                    del since[uid]
+            for uid in now:
+                start = since.setdefault(uid, snap.taken_at)
+                if snap.taken_at - start > bound:
+                    detail = f" ({where[uid]})" if uid in where else ""
+                    found.append(f"{self._name(uid)} Pending {bound:.0f}s+ while {what}{detail}")
+                    since[uid] = snap.taken_at  # reported once per period
+        self.placeable = sorted(self._name(u) for u in placeable_now | reclaimable_now)
+        self.counts["placeable pods seen"] = max(
+            self.counts["placeable pods seen"], len(placeable_now)
+        )
+        return found
+
+    def _name(self, uid: str) -> str:
+        sighting = self._pods.get(uid)
+        return f"pod {key(sighting.pod)}" if sighting else self._names.get(uid, uid)
+
+    @staticmethod
+    def _owned_room(
+        pod: Obj,
+        nodes: list[str],
+        room: Any,
+        reservations: dict[str, Obj],
+        taken: dict[str, list[Obj]],
+    ) -> str:
+        """An Available reservation of the pod's own that surely takes it: on a node it
+        may run on, not used up (allocateOnce with an owner), with room for it in what
+        is left (Restricted), or in what is left and the node's free room (Aligned).
+        Named for the report; empty when none."""
+        requests = requests_of(pod["spec"])
+        for name, r in reservations.items():
+            status = r.get("status") or {}
+            node = status.get("nodeName")
+            spec = r.get("spec") or {}
+            if status.get("phase") != "Available" or node not in nodes or spec.get("unschedulable"):
+                continue
+            if not is_owner(r, pod) or (spec.get("allocateOnce", True) and taken.get(name)):
+                continue
+            left = requests_of((spec.get("template") or {}).get("spec") or {})
+            for owner in taken.get(name, []):
+                _add(left, requests_of(owner["spec"]), -1)
+            if spec.get("allocatePolicy") == "Restricted":
+                inside = {k: v for k, v in requests.items() if k in left}
+                outside = {k: v for k, v in requests.items() if k not in left}
+                fits = _fits(inside, left) and _fits(outside, room(node))
+            else:
+                fits = _fits(
+                    requests, _plus(room(node), {k: max(v, Decimal(0)) for k, v in left.items()})
+                )
+            if fits:
+                return f"its reservation {name} on {node} has room"
+        return ""
+
+    def _reclaimable(
+        self,
+        pod: Obj,
+        nodes: list[str],
+        room: Any,
+        snap: Snapshot,
+        live: list[Obj],
+        used: dict[str, Amounts],
+        governing: dict[str, Obj],
+        total_min: Amounts,
+        everyone: Amounts,
+    ) -> bool:
+        """Would some node take the pod once pods of quotas over their min are evicted, each
+        quota only down to its min (and lower-priority pods of its own quota)?"""
+        namespace = pod["metadata"]["namespace"]
+        priority = pod["spec"].get("priority") or 0
+        wanted = demand(pod["spec"])
+        for node in nodes:
+            space = room(node)
+            budget = {
+                ns: _plus(used.get(ns, {}), amounts((q.get("spec") or {}).get("min")), -1)
+                for ns, q in governing.items()
+                if ns != namespace
+            }
+            freed: Amounts = {}
+            for victim in live:
+                if victim["spec"]["nodeName"] != node or victim["metadata"].get(
+                    "deletionTimestamp"
+                ):
+                    continue
+                if allocated_from(victim):
+                    continue
+                v_ns = victim["metadata"]["namespace"]
+                cost = demand(victim["spec"])
+                if v_ns == namespace:
+                    if (victim["spec"].get("priority") or 0) >= priority:
+                        continue
+                elif v_ns in budget:
+                    if any(v > budget[v_ns].get(k, Decimal(0)) for k, v in cost.items() if v > 0):
+                        continue
+                    _add(budget[v_ns], cost, -1)
+                else:
+                    continue
+                _add(space, demand(victim["spec"]))
+                _add(freed, cost)
+            after = _plus(everyone, wanted)
+            _add(after, freed, -1)
+            if _fits(wanted, space) and not _over(after, total_min):
+                return True
+        return False
+
+    def _transitions(
+        self, snap: Snapshot, reservations: dict[str, Obj], grace: float, once: bool = True
+    ) -> list[str]:
+        """Expected reservation transitions (``once``: each reported once)."""
+        found = []
+        now = snap.taken_at
+        allocated = {allocated_from(p) for p in snap.pods if holds(p)}
+
+        def late(what: str, text: str) -> None:
+            if not once or what not in self._reported:
+                self._reported.add(what)
+                found.append(text)
+
+        for name, r in reservations.items():
+            status = r.get("status") or {}
+            phase = status.get("phase") or "Pending"
+            if phase in TERMINAL:
+                continue
+            ends = expiry(r)
+            if ends is not None and now > max(ends, self._live_since) + grace:
+                late(f"{name} expiry", f"reservation {name} expired at {ends:.0f}, still {phase}")
+            node = status.get("nodeName")
+            if phase in HOLDING and node and node not in snap.nodes:
+                gone = self._node_gone_seen.setdefault(name, now)
+                if now - gone >= grace:
+                    late(f"{name} node", f"reservation {name} on deleted node {node}, {phase}")
+            if r["spec"].get("allocateOnce", True) and name in allocated:
+                seen = self._owner_bound_seen.setdefault(name, now)
+                if now - seen >= grace:
+                    late(f"{name} once", f"allocateOnce reservation {name} allocated, {phase}")
+        return found
+
+
+def _show(free: Mapping[str, Decimal]) -> str:
+    return ", ".join(
+        f"{k} {v.normalize()}" for k, v in sorted(free.items()) if k in ("cpu", "pods")
+    )
+
+
+def _plus(a: Mapping[str, Decimal], b: Mapping[str, Decimal], sign: int = 1) -> Amounts:
+    out = dict(a)
+    _add(out, b, sign)
+    return out

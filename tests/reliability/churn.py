@@ -1,5 +1,7 @@
 """Randomized load for the reliability tests: pods of random sizes and priorities created
-and deleted, quotas, reservations that expire, nodes deleted and added."""
+and deleted, some tolerating a dedicated taint, some with required node affinity to a zone;
+quotas; reservations that expire soon or outlive the run, some taken by their owners;
+nodes tainted, cordoned and uncordoned, deleted and added."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.integration.cluster import Nodes, PriorityClasses, pod_body
 
 SIZES = ("500m", "1", "2", "4")
+ZONES = ("a", "b", "c")
+DEDICATED = {"key": "berth.test/dedicated", "value": "batch", "effect": "NoSchedule"}
+QUARANTINE = {"key": "berth.test/quarantine", "value": "", "effect": "NoExecute"}
 
 
 @dataclass
@@ -30,6 +35,8 @@ class Churn:
     pods: list[tuple[str, str]] = field(default_factory=list)
     reservations: list[str] = field(default_factory=list)
     priorities: list[str] = field(default_factory=list)
+    cordoned: set[str] = field(default_factory=set)
+    node_deletions: bool = True
 
     def __post_init__(self) -> None:
         self.core = CoreV1Api(self.api)
@@ -54,22 +61,50 @@ class Churn:
 
     async def add_node(self) -> None:
         self.counts["nodes added"] += 1
+        index = self.counts["nodes added"]
+        roll = self.rng.random()
+        taints = [DEDICATED] if roll < 0.25 else [QUARANTINE] if roll < 0.35 else []
         await self.nodes.add(
-            f"n{self.counts['nodes added']}",
-            labels={"berth.test/group": self.group},
+            f"n{index}",
+            labels={"berth.test/group": self.group, "berth.test/zone": ZONES[index % 3]},
+            taints=taints,
             allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
         )
 
+    async def cordon(self, unschedulable: bool) -> None:
+        """Cordon a schedulable node, or uncordon a cordoned one."""
+        candidates = [n for n in self.nodes.names if (n in self.cordoned) != unschedulable]
+        if not candidates or (unschedulable and len(self.cordoned) >= len(self.nodes.names) // 4):
+            return
+        name = self.rng.choice(candidates)
+        with contextlib.suppress(ApiException):
+            await self.core.patch_node(name, {"spec": {"unschedulable": unschedulable}})
+            self.counts["nodes cordoned" if unschedulable else "nodes uncordoned"] += 1
+            (self.cordoned.add if unschedulable else self.cordoned.discard)(name)
+
     async def delete_node(self) -> None:
-        if len(self.nodes.names) <= 2:
+        if len(self.nodes.names) <= 2 or not self.node_deletions:
             return
         name = self.rng.choice(self.nodes.names)
         self.nodes.names.remove(name)
+        self.cordoned.discard(name)
         with contextlib.suppress(ApiException):
             await self.core.delete_node(name)
         self.counts["nodes deleted"] += 1
 
     def _pod(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"nodeSelector": {"berth.test/group": self.group}}
+        if self.rng.random() < 0.3:
+            spec["tolerations"] = [{"key": DEDICATED["key"], "operator": "Exists"}]
+        if self.rng.random() < 0.2:
+            zones = self.rng.sample(ZONES, 2)
+            term = {"matchExpressions": [
+                {"key": "berth.test/zone", "operator": "In", "values": zones}]}  # fmt: skip
+            spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+                }
+            }
         return pod_body(
             name,
             self.scheduler,
@@ -77,7 +112,8 @@ class Churn:
             memory="256Mi",
             labels=labels,
             priority_class=self.rng.choice(self.priorities),
-            nodeSelector={"berth.test/group": self.group},
+            terminationGracePeriodSeconds=0,
+            **spec,
         )
 
     async def create_pod(self) -> None:
@@ -119,7 +155,9 @@ class Churn:
                     }
                 },
                 "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
-                "ttl": f"{self.rng.randint(5, 20)}s",
+                # Half expire during the run; half outlive it, so the at-rest checks see
+                # reservations still holding, with owners.
+                "ttl": f"{self.rng.randint(5, 20) if self.rng.random() < 0.5 else 3600}s",
                 "allocateOnce": self.rng.random() < 0.5,
                 "allocatePolicy": self.rng.choice(["Aligned", "Restricted"]),
             },
@@ -135,17 +173,22 @@ class Churn:
             await self.create_pod()
         elif roll < 0.85:
             await self.delete_pod()
-        elif roll < 0.93:
+        elif roll < 0.92:
             await self.create_reservation()
-        elif roll < 0.965:
+        elif roll < 0.945:
             await self.delete_node()
-        else:
+        elif roll < 0.97:
             await self.add_node()
+        elif roll < 0.985:
+            await self.cordon(True)
+        else:
+            await self.cordon(False)
 
-    async def run(self, seconds: float, per_second: float) -> None:
+    async def run(self, seconds: float, per_second: float, stop: asyncio.Event) -> None:
+        """Steps at random intervals for ``seconds``, or until ``stop`` is set."""
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
-        while loop.time() < end:
+        while loop.time() < end and not stop.is_set():
             await self.step()
             await asyncio.sleep(self.rng.expovariate(per_second))
 

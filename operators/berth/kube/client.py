@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth import log
+
+logger = log.get(__name__)
 
 
 async def load_configuration(path: str | None = None, context: str | None = None) -> Configuration:
@@ -45,7 +50,7 @@ def api_client(configuration: Configuration) -> ApiClient:
     (``trust_env``); for a scheduler making thousands of requests to one API server that
     costs about a tenth of its throughput. With a proxy variable set, it is left as it is.
     """
-    client = ApiClient(configuration)
+    client = FencedApiClient(configuration)
     if not any(os.environ.get(name) for name in PROXY_VARIABLES):
         session = client.rest_client.pool_manager
         client.rest_client.pool_manager = aiohttp.ClientSession(
@@ -83,3 +88,39 @@ async def succeeded(call: Awaitable[Any]) -> bytes:
     body: bytes = await response.read()
     response.release()
     return body
+
+
+# Whether writes may go out from the current task and the tasks it starts: set by a
+# leader for its work, so every write it makes is checked against a fresh lease.
+_WRITE_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "write_fence", default=None
+)
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class NotLeading(ApiException):
+    """A write refused before it was sent: the lease behind it is no longer fresh."""
+
+
+def fence_writes(allowed: Callable[[], bool]) -> None:
+    """From here on, in this task and every task it starts, a write goes out only while
+    ``allowed()`` holds (a leader's fresh-lease check).
+
+    A leader that was paused (SIGSTOP, a long GC, a frozen VM) past its lease wakes up
+    believing it leads; its first write after waking is refused here, whichever call site
+    makes it, before the elector has even noticed.
+    """
+    _WRITE_FENCE.set(allowed)
+
+
+class FencedApiClient(ApiClient):
+    """An ApiClient whose every request passes the write fence, if one is set."""
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        allowed = _WRITE_FENCE.get()
+        if method not in READ_METHODS and allowed is not None and not allowed():
+            logger.warning("write refused: the lease is not fresh", method=method, url=url)
+            error = NotLeading(status=503, reason="lease not held: write refused")
+            error.body = b""
+            raise error
+        return super().request(method, url, *args, **kwargs)

@@ -93,6 +93,7 @@ class Informer:
             except ApiException as err:
                 if err.status == 410:
                     self.stats.gone += 1
+                    logger.info("watch expired, relisting", kind=self.kind)
                     self.resource_version = ""
                     continue
                 failures += 1

@@ -108,7 +108,10 @@ class LocalCluster:
             yield
 
     def up(self, nodes: int = 3, say: Callable[[str], None] | None = None) -> None:
-        """Start the cluster (or reuse a running one) and make sure it has ``nodes`` nodes."""
+        """Start the cluster (or reuse a running one) and make sure it has ``nodes`` nodes
+        (0: a control plane alone, for callers that create their own nodes)."""
+        if nodes < 0:
+            raise ClusterError(f"--nodes must be 0 or more, not {nodes}")
         binaries = ensure_built(say)
         with self._locked():
             self._up(binaries, nodes, say or (lambda _msg: None))
@@ -125,22 +128,27 @@ class LocalCluster:
         missing = [n for n in wanted if f"node/{n['metadata']['name']}" not in existing]
         if missing:
             kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(missing))
-        kubectl(
-            "wait",
-            "--for=condition=Ready",
-            "node",
-            "--all",
-            f"--timeout={int(NODES_READY_TIMEOUT)}s",
-        )
-        self._wait_taints_lifted(kubectl)
+        if wanted:
+            # The cluster's own nodes only: with none asked for there is nothing to wait
+            # for, and nodes a test created are that test's business.
+            kubectl(
+                "wait",
+                "--for=condition=Ready",
+                *(f"node/{n['metadata']['name']}" for n in wanted),
+                f"--timeout={int(NODES_READY_TIMEOUT)}s",
+            )
+            self._wait_taints_lifted(kubectl, [n["metadata"]["name"] for n in wanted])
         report(f"{nodes} kwok node(s) Ready; KUBECONFIG={self.kubeconfig}")
 
-    def _wait_taints_lifted(self, kubectl: Kubectl) -> None:
+    def _wait_taints_lifted(self, kubectl: Kubectl, names: list[str]) -> None:
         """The controller manager taints new nodes not-ready until it sees them Ready."""
         deadline = time.monotonic() + NODES_READY_TIMEOUT
-        template = "{range .items[*]}{.spec.taints[*].key}{'\\n'}{end}"
+        template = "{range .items[*]}{.metadata.name}{' '}{.spec.taints[*].key}{'\\n'}{end}"
         while time.monotonic() < deadline:
-            keys = kubectl("get", "nodes", "-o", f"jsonpath={template}").split()
+            listed = kubectl("get", "nodes", "-o", f"jsonpath={template}").splitlines()
+            keys = [
+                key for line in listed if line.split(" ", 1)[0] in names for key in line.split()[1:]
+            ]
             if not any(key in NOT_READY_TAINTS for key in keys):
                 return
             time.sleep(0.5)

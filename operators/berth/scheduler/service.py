@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import (
 
 from berth import log
 from berth.api import KINDS
+from berth.health import Heartbeat
 from berth.kube.watch import Informer
 from berth.scheduler.assembly import assemble
 from berth.scheduler.config import SchedulerConfiguration
@@ -103,6 +104,7 @@ class Scheduler:
             )
             for kind in KINDS
         ]
+        self.heartbeat = Heartbeat()
 
     def _owner_informers(self, api: ApiClient) -> list[Informer]:
         """Namespaces, Services and controllers: what PodTopologySpread's default
@@ -188,6 +190,7 @@ class Scheduler:
             )
             stopping = asyncio.create_task(stop.wait())
             while not stop.is_set():
+                self.heartbeat.beat()
                 popping = asyncio.create_task(self.queue.pop())
                 await asyncio.wait({popping, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 if not popping.done():

@@ -1,0 +1,159 @@
+"""Running a churn against a real `berth run` with the checker judging every second."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import hashlib
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio.client import ApiClient
+
+from tests.integration.processes import BerthRun
+from tests.reliability.checker import Checker, snapshot
+from tests.reliability.churn import Churn
+from tests.support import REPO, eventually
+
+# How long the load may take to settle afterwards: the longest liveness bound, twice.
+SETTLE_WITHIN = 90.0
+SYNCED = "scheduler view synced"  # what `berth run` logs once it schedules
+
+
+async def _logged(berth: BerthRun, text: str, before: int) -> bool:
+    return berth.log.read_text().count(text) > before
+
+
+@dataclass(frozen=True)
+class Scale:
+    nodes: int
+    seconds: float
+    per_second: float
+    kills: int
+
+
+@dataclass
+class Outcome:
+    churn: Churn
+    checker: Checker
+    found: list[str] = field(default_factory=list)
+    kills: int = 0
+
+    def report(self, name: str) -> str:
+        counts = {**self.checker.counts, **self.churn.counts}
+        text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        bound = ", ".join(f"{k} {v}" for k, v in sorted(self.checker.bound_per_namespace.items()))
+        lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
+                 f"  bound per namespace: {bound}"]  # fmt: skip
+        lines += [f"  {line}" for line in sorted(set(self.found))[:30]]
+        sys.stderr.write("\n" + "\n".join(lines) + "\n")
+        return "\n".join(lines)
+
+
+def short(namespace: str) -> str:
+    return "rl-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+
+
+def installed_config(scheduler: str) -> dict[str, Any]:
+    """The installed scheduler configuration, under this test's scheduler name, with no
+    leader election and short backoffs."""
+    configmap = yaml.safe_load((REPO / "manifests" / "scheduler-config.yaml").read_text())
+    config: dict[str, Any] = yaml.safe_load(configmap["data"]["scheduler-config.yaml"])
+    config["leaderElection"] = {"leaderElect": False}
+    config["podInitialBackoffSeconds"] = 0.5
+    config["podMaxBackoffSeconds"] = 2
+    config["profiles"][0]["schedulerName"] = scheduler
+    return copy.deepcopy(config)
+
+
+def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs: Any) -> BerthRun:
+    return BerthRun.configured(kubeconfig, config, directory, **kwargs)
+
+
+async def churned(
+    api: ApiClient,
+    namespaces: list[str],
+    berth: BerthRun,
+    scale: Scale,
+    *,
+    crash: bool = False,
+    until: Callable[[list[str]], bool] | None = None,
+    node_deletions: bool = True,
+) -> Outcome:
+    """The churn for ``scale.seconds`` (or until ``until(found)``), the checker every
+    second throughout, then up to ``SETTLE_WITHIN`` for the at-rest checks to pass."""
+    scheduler = short(namespaces[0])
+    churn = Churn(
+        api, scheduler, scheduler, namespaces[1:], namespaces[0], random.Random(scheduler)
+    )
+    churn.node_deletions = node_deletions
+    outcome = Outcome(churn, Checker(scheduler))
+    await churn.setup(scale.nodes)
+    berth.start()
+    stop = asyncio.Event()
+
+    async def judge() -> None:
+        while not stop.is_set():
+            outcome.found.extend(outcome.checker.check(await snapshot(api, namespaces)))
+            if until is not None and until(outcome.found):
+                stop.set()
+            await asyncio.sleep(1)
+
+    async def killer() -> None:
+        """Kill -9 at a random moment once it works (its view synced), and restart it: a
+        kill during start-up only would prove little."""
+        rng = random.Random(scheduler + "-kills")
+        while not stop.is_set() and outcome.kills < scale.kills:
+            synced = berth.log.read_text().count(SYNCED)
+            await eventually(functools.partial(_logged, berth, SYNCED, synced), within=120)
+            await asyncio.sleep(rng.uniform(0.0, 3.0))
+            berth.kill()
+            outcome.kills += 1
+            berth.start()
+
+    checking = asyncio.create_task(judge())
+    killing = asyncio.create_task(killer()) if crash else None
+    # While it is killed every few seconds nothing is bound on time; the liveness bounds
+    # hold from the last restart on (the load goes on meanwhile).
+    outcome.checker.liveness = not crash
+    try:
+        await churn.run(scale.seconds, scale.per_second, stop)
+        if killing is not None:
+            await killing
+            outcome.checker.liveness = True
+        if until is None:
+            await settle(api, namespaces, outcome)
+        stop.set()
+        await checking
+    finally:
+        stop.set()
+        for task in (checking, killing):
+            if task is not None and not task.done():
+                task.cancel()
+        await churn.close()
+    return outcome
+
+
+async def settle(api: ApiClient, namespaces: list[str], outcome: Outcome) -> None:
+    """At rest: statuses agree with the pods, expected transitions happened, and no pod
+    some node could take is left Pending; the per-second checks go on meanwhile."""
+    checker = outcome.checker
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_WITHIN
+    last: list[str] = []
+    while True:
+        snap = await snapshot(api, namespaces)
+        outcome.found.extend(checker.check(snap))
+        last = checker.at_rest(snap) + [
+            f"at rest, Pending though placeable: {p}" for p in checker.placeable
+        ]
+        if not last or loop.time() > deadline:
+            break
+        await asyncio.sleep(1)
+    outcome.found.extend(last)

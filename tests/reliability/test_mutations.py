@@ -1,0 +1,127 @@
+"""The checker catches a broken Berth: each case runs the churn against `berth run` with
+one rule switched off through configuration alone (a plugin disabled, a component not
+run), and the checker must report the violation that rule prevents. A checker that
+passed these would pass a scheduler that ignores the rule.
+
+Each run stops as soon as the expected violation appears, or fails after the churn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
+
+from tests.reliability.harness import Scale, berth_run, churned, installed_config, short
+
+SCALE = Scale(nodes=12, seconds=90, per_second=20, kills=0)
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """How Berth is broken, and (a pattern of) the violation the checker must then report."""
+
+    change: Callable[[dict[str, Any]], None]
+    expected: str
+    scheduler: bool = True
+    operators: bool = True
+    node_deletions: bool = True
+    seconds: float = SCALE.seconds
+
+
+def disable(*names: str, point: str = "multiPoint") -> Callable[[dict[str, Any]], None]:
+    def change(config: dict[str, Any]) -> None:
+        plugins = config["profiles"][0].setdefault("plugins", {})
+        at = plugins.setdefault(point, {})
+        at.setdefault("disabled", []).extend({"name": n} for n in names)
+        enabled = at.get("enabled") or []
+        at["enabled"] = [e for e in enabled if e["name"] not in names]
+
+    return change
+
+
+def quota_blind_preemption(config: dict[str, Any]) -> None:
+    """Priority preemption in place of the quota rules."""
+    disable("CapacityScheduling", point="postFilter")(config)
+    plugins = config["profiles"][0]["plugins"]
+    multi = plugins["multiPoint"]
+    multi["disabled"] = [d for d in multi["disabled"] if d["name"] != "DefaultPreemption"]
+
+
+def unchanged(_config: dict[str, Any]) -> None:
+    pass
+
+
+MUTATIONS = {
+    "taints ignored": Mutation(disable("TaintToleration"), "despite untolerated"),
+    "cordon ignored": Mutation(disable("NodeUnschedulable"), "after it was cordoned"),
+    "node affinity ignored": Mutation(disable("NodeAffinity"), "nodeSelector/affinity not met"),
+    "capacity ignored": Mutation(disable("NodeResourcesFit"), "allocatable"),
+    "quotas ignored": Mutation(disable("CapacityScheduling"), "sum of mins"),
+    "reservations ignored": Mutation(disable("Reservation"), r"^reservation \S+ Pending"),
+    # Without node deletions: pods left on a deleted node count for their quota until
+    # they are collected, which keeps the quotas from the state reclaim is about.
+    "no reclaim": Mutation(
+        disable("CapacityScheduling", point="postFilter"),
+        "quota's min",
+        node_deletions=False,
+        seconds=240,  # it takes a quota under its min while another borrows: not every minute
+    ),
+    "quota-blind preemption": Mutation(quota_blind_preemption, "preempted"),
+    "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
+    "no operators": Mutation(unchanged, "reservation", operators=False),
+}
+
+
+@pytest.fixture
+async def namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
+    core = CoreV1Api(api)
+    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)]
+    for name in extra:
+        await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield [namespace, *extra]
+    finally:
+        for name in extra:
+            await core.delete_namespace(name)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", list(MUTATIONS))
+async def test_the_checker_catches_a_broken_berth(
+    name: str,
+    api: ApiClient,
+    kubeconfig_path: str,
+    crds: None,
+    namespaces: list[str],
+    tmp_path: Path,
+) -> None:
+    mutation = MUTATIONS[name]
+    config = installed_config(short(namespaces[0]))
+    mutation.change(config)
+    berth = berth_run(
+        kubeconfig_path,
+        config,
+        tmp_path,
+        scheduler=mutation.scheduler,
+        operators=mutation.operators,
+    )
+
+    def caught(found: list[str]) -> bool:
+        return any(re.search(mutation.expected, line) for line in found)
+
+    try:
+        scale = dataclasses.replace(SCALE, seconds=mutation.seconds)
+        outcome = await churned(
+            api, namespaces, berth, scale, until=caught, node_deletions=mutation.node_deletions
+        )
+    finally:
+        berth.stop()
+    text = outcome.report(f"mutation {name!r}")
+    assert caught(outcome.found), text

@@ -1,0 +1,203 @@
+"""The Informer's own logic, driven in-process by scripted list and watch answers: the list
+then watch from its resourceVersion, bookmarks, 410 Gone (as a watch event and as a
+status) answered by a relist that synthesises DELETED for what vanished meanwhile, a
+watch that ends resumes where it was, and a failing handler stops nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+
+from berth.kube.watch import Informer
+
+
+def pod(name: str, version: str, **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}, **extra}
+
+
+class Content:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+class Response:
+    """What a raw (``_preload_content=False``) call answers: a status and a body."""
+
+    def __init__(self, status: int, body: bytes, chunks: list[bytes] | None = None) -> None:
+        self.status = status
+        self.reason = "Gone" if status == 410 else "OK"
+        self._body = body
+        self.content = Content(chunks if chunks is not None else [body])
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def release(self) -> None:
+        pass
+
+    async def __aenter__(self) -> Response:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        pass
+
+
+def listing(version: str, *items: dict[str, Any]) -> Response:
+    body = {"metadata": {"resourceVersion": version}, "items": list(items)}
+    return Response(200, orjson.dumps(body))
+
+
+def stream(*events: tuple[str, dict[str, Any]], split: bool = False) -> Response:
+    """A watch answer; ``split`` cuts the lines in odd places, as a network would."""
+    text = b"".join(orjson.dumps({"type": t, "object": o}) + b"\n" for t, o in events)
+    chunks = [text[i : i + 7] for i in range(0, len(text), 7)] if split else [text]
+    return Response(200, text, chunks)
+
+
+def gone_event() -> tuple[str, dict[str, Any]]:
+    return "ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"}
+
+
+@dataclass
+class Server:
+    """Answers the Informer's calls from a script, recording each call's arguments; when
+    the script is done it stops the Informer."""
+
+    stop: asyncio.Event
+    lists: list[Response]
+    watches: list[Response]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    async def __call__(self, **kwargs: Any) -> Response:
+        self.calls.append(kwargs)
+        if kwargs.get("watch"):
+            if not self.watches:
+                self.stop.set()
+                return stream()
+            return self.watches.pop(0)
+        return self.lists.pop(0)
+
+
+async def run(
+    lists: list[Response], watches: list[Response]
+) -> tuple[Informer, Server, list[tuple[str, str, str]]]:
+    stop = asyncio.Event()
+    server = Server(stop, lists, watches)
+    seen: list[tuple[str, str, str]] = []
+
+    def handler(kind: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        seen.append((kind, meta["name"], meta["resourceVersion"]))
+
+    informer = Informer("pods", server, handler)
+    await asyncio.wait_for(informer.run(stop), 10)
+    return informer, server, seen
+
+
+async def test_lists_then_watches_from_the_lists_version() -> None:
+    informer, server, seen = await run(
+        [listing("10", pod("a", "5"), pod("b", "6"))],
+        [stream(("ADDED", pod("c", "11")), ("MODIFIED", pod("a", "12")), split=True)],
+    )
+    assert seen == [
+        ("ADDED", "a", "5"),
+        ("ADDED", "b", "6"),
+        ("ADDED", "c", "11"),
+        ("MODIFIED", "a", "12"),
+    ]
+    assert informer.synced.is_set()
+    assert informer.settled.is_set()
+    first_watch = server.calls[1]
+    assert first_watch["watch"] is True
+    assert first_watch["resource_version"] == "10"
+    assert first_watch["allow_watch_bookmarks"] is True
+    assert set(informer.known) == {"ns/a", "ns/b", "ns/c"}
+    assert informer.known["ns/a"]["metadata"]["resourceVersion"] == "12"
+
+
+async def test_a_watch_that_ends_resumes_from_the_last_version_without_relisting() -> None:
+    informer, server, seen = await run(
+        [listing("10", pod("a", "5"))],
+        [stream(("DELETED", pod("a", "13"))), stream(("ADDED", pod("b", "14")))],
+    )
+    assert [c.get("resource_version") for c in server.calls] == [None, "10", "13", "14"]
+    assert informer.stats.lists == 1
+    assert seen[-2:] == [("DELETED", "a", "13"), ("ADDED", "b", "14")]
+    assert set(informer.known) == {"ns/b"}
+
+
+async def test_bookmarks_move_the_version_and_reach_no_handler() -> None:
+    informer, server, seen = await run(
+        [listing("10")],
+        [stream(("BOOKMARK", {"metadata": {"resourceVersion": "50"}})), stream()],
+    )
+    assert seen == []
+    assert server.calls[2]["resource_version"] == "50"
+    assert informer.stats.lists == 1
+
+
+@pytest.mark.parametrize("how", ["watch event", "status"])
+async def test_gone_relists_and_synthesises_what_changed_meanwhile(how: str) -> None:
+    expired = stream(gone_event()) if how == "watch event" else Response(410, b"{}")
+    informer, server, seen = await run(
+        [
+            listing("10", pod("a", "5"), pod("b", "6")),
+            # Meanwhile: a deleted, b changed, c created; none of it was watched.
+            listing("40", pod("b", "30"), pod("c", "31")),
+        ],
+        [expired],
+    )
+    assert informer.stats.gone == 1
+    assert informer.stats.lists == 2
+    after = seen[2:]
+    assert ("DELETED", "a", "5") in after, "what vanished during the gap is reported"
+    assert ("MODIFIED", "b", "30") in after
+    assert ("ADDED", "c", "31") in after
+    assert len(after) == 3
+    assert set(informer.known) == {"ns/b", "ns/c"}
+    # The relist is a fresh list (no resourceVersion), and the watch resumes from it.
+    assert "resource_version" not in server.calls[2]
+    assert server.calls[3]["resource_version"] == "40"
+
+
+async def test_a_failing_handler_stops_nothing() -> None:
+    stop = asyncio.Event()
+    server = Server(stop, [listing("10", pod("a", "5"), pod("b", "6"))], [])
+    seen: list[str] = []
+
+    def handler(_kind: str, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "a":
+            raise RuntimeError("bug in a consumer")
+        seen.append(obj["metadata"]["name"])
+
+    informer = Informer("pods", server, handler)
+    await asyncio.wait_for(informer.run(stop), 10)
+    assert seen == ["b"]
+    assert set(informer.known) == {"ns/a", "ns/b"}
+
+
+async def test_a_kind_not_served_settles_without_syncing() -> None:
+    stop = asyncio.Event()
+    answers = [Response(404, b"{}")]
+
+    async def call(**_: Any) -> Response:
+        if not answers:
+            stop.set()
+            return Response(404, b"{}")
+        return answers.pop(0)
+
+    informer = Informer("reservations", call, lambda _k, _o: None)
+    task = asyncio.create_task(informer.run(stop))
+    await asyncio.wait_for(informer.settled.wait(), 10)
+    assert not informer.synced.is_set()
+    stop.set()
+    await asyncio.wait_for(task, 30)

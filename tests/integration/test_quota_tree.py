@@ -50,12 +50,14 @@ class Walkthrough:
     def quota_name(self, name: str) -> str:
         return f"{self.prefix}-{name}"
 
-    async def apply_quotas(self) -> None:
+    async def apply_quotas(self, annotations: dict[str, dict[str, str]] | None = None) -> None:
+        """The example's quotas, with ``annotations`` added by example quota name."""
         custom = CustomObjectsApi(self.api)
         for doc in documents("quotas.yaml"):
             if doc["kind"] != "ElasticQuota":
                 continue
             meta = doc["metadata"]
+            meta.setdefault("annotations", {}).update((annotations or {}).get(meta["name"], {}))
             meta["name"] = self.quota_name(meta["name"])
             meta["namespace"] = self.namespaces[meta["namespace"]]
             labels = meta.get("labels") or {}
@@ -199,18 +201,21 @@ async def only_this_tree(api: ApiClient, namespaces: set[str]) -> None:
 
 @pytest.fixture
 async def walkthrough(
-    api: ApiClient, namespace: str, team_namespaces: dict[str, str], gpu_nodes: list[str]
+    api: ApiClient,
+    namespace: str,
+    team_namespaces: dict[str, str],
+    gpu_nodes: list[str],
 ) -> Walkthrough:
+    """The example's nodes and namespaces, once no other test's tree is left."""
     await only_this_tree(api, set(team_namespaces.values()))
-    tree = Walkthrough(api, team_namespaces, short(namespace))
-    await tree.apply_quotas()
-    return tree
+    return Walkthrough(api, team_namespaces, short(namespace))
 
 
 async def test_a_department_shares_by_weight_and_bounds_its_teams(
     walkthrough: Walkthrough, berth: BerthRun
 ) -> None:
     tree = walkthrough
+    await tree.apply_quotas()
     await tree.apply_workloads("workloads.yaml")
     # Both teams' 16 pods wait before the scheduler starts, so each team's demand is known
     # from the first decision and the split does not depend on which pod comes first.
@@ -250,6 +255,7 @@ async def test_non_preemptible_pods_stay_within_min(
     walkthrough: Walkthrough, berth: BerthRun
 ) -> None:
     tree = walkthrough
+    await tree.apply_quotas()
     berth.start()
     await tree.apply_workloads("non-preemptible.yaml")
     await tree.settle({"team-a": (2, 1)}, app="server")
@@ -263,3 +269,22 @@ async def test_non_preemptible_pods_stay_within_min(
     # department's 8 (team-a's demand, 3 + 8 capped at its max 8, all of it).
     await tree.apply_workloads("workloads.yaml", teams=("team-a",))
     await tree.settle({"team-a": (6, 2)})
+
+
+async def test_a_lending_limit_caps_what_others_borrow(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    tree = walkthrough
+    await tree.apply_quotas({"team-b": {"berth.io/lending-limit": json.dumps({GPU: "1"})}})
+    berth.start()
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    # research hands down 8; idle team-b lends only 1 of its min 2 and keeps the other:
+    # team-a gets 8 - 1 = 7, not the 8 it would without the limit.
+    await tree.settle({"team-a": (7, 1)})
+    await tree.table(
+        {
+            "team-a": {"runtime": "7", "used": "7"},
+            "team-b": {"runtime": "1", "used": "0", "lent": "1"},
+        }
+    )
+    assert f"quotaName: {tree.quota_name('team-a')}, " in await tree.waiting_message("team-a")

@@ -53,6 +53,28 @@ def test_a_quota_that_does_not_lend_keeps_its_min() -> None:
     assert split(100, shares) == {"a": 40, "b": 60}
 
 
+def test_a_lending_limit_keeps_the_rest_of_min() -> None:
+    """team-b (min 4) idle lends at most 1: team-a may have 100 - 3, not all 100."""
+    shares = [Share("a", 10, 100, 1), Share("b", 4, 0, 1, lending_limit=1)]
+    assert split(100, shares) == {"a": 97, "b": 3}
+
+
+def test_a_borrowing_limit_caps_demand_at_min_plus_limit() -> None:
+    tree = build_tree(
+        [
+            {
+                "metadata": {
+                    "name": "a",
+                    "namespace": "a",
+                    "annotations": {"berth.io/borrowing-limit": '{"cpu": "2"}'},
+                },
+                "spec": {"min": {"cpu": "3"}, "max": {"cpu": "10"}},
+            }
+        ]
+    )
+    assert runtime_quotas(tree, {"a": {"cpu": 9000}}, {"cpu": 20000}) == {"a": {"cpu": 5000}}
+
+
 def test_mins_scale_down_when_the_cluster_shrinks() -> None:
     assert scaled_mins(60, {"a": 60, "b": 40}) == {"a": 36, "b": 24}
     assert split(60, [Share("a", 60, 100, 1), Share("b", 40, 100, 1)]) == {"a": 36, "b": 24}
@@ -64,32 +86,35 @@ def test_largest_remainder_adds_up_and_breaks_ties_by_name() -> None:
 
 
 sibling = st.builds(
-    lambda i, m, d, w, lent: Share(f"q{i}", m, d, w, lent),
-    st.integers(0, 0),
+    lambda m, d, w, lent, limit: Share("", m, d, w, lent, limit),
     st.integers(0, 1000),
     st.integers(0, 2000),
     st.integers(1, 100),
     st.booleans(),
+    st.one_of(st.none(), st.integers(0, 1000)),
 )
 
 
 @st.composite
 def siblings(draw: st.DrawFn) -> list[Share]:
     drawn = draw(st.lists(sibling, min_size=1, max_size=6))
-    return [Share(f"q{i}", s.min, s.demand, s.weight, s.allow_lent) for i, s in enumerate(drawn)]
+    return [
+        Share(f"q{i}", s.min, s.demand, s.weight, s.allow_lent, s.lending_limit)
+        for i, s in enumerate(drawn)
+    ]
 
 
 @given(st.integers(0, 5000), siblings())
 def test_split_hands_down_exactly_what_is_wanted(amount: int, shares: list[Share]) -> None:
     runtime = split(amount, shares)
     mins = scaled_mins(amount, {s.name: s.min for s in shares})
-    wanted = sum(max(s.demand, mins[s.name]) if not s.allow_lent else s.demand for s in shares)
+    wanted = sum(max(s.demand, s.kept(mins[s.name])) for s in shares)
     assert sum(runtime.values()) == min(amount, wanted)
     for share in shares:
         floor = mins[share.name]
-        # Never more than asked (or than a non-lending min), min honoured when demanded.
-        assert runtime[share.name] <= max(share.demand, floor if not share.allow_lent else 0)
-        assert runtime[share.name] >= min(share.demand, floor)
+        # Never more than asked (or than the min it keeps), min honoured when demanded.
+        assert runtime[share.name] <= max(share.demand, share.kept(floor))
+        assert runtime[share.name] >= max(min(share.demand, floor), share.kept(floor))
 
 
 def quota(name: str, minimum: int, maximum: int, parent: str | None = None, **labels: str) -> Any:

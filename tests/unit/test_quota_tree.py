@@ -69,6 +69,14 @@ def test_labels_and_annotations_are_read() -> None:
     assert quota.shared_weight == {"cpu": 2000}
 
 
+def test_kueue_limits_are_read_and_join_the_tree() -> None:
+    obj = eq("t", annotations={"berth.io/lending-limit": '{"cpu": "1"}',
+                               "berth.io/borrowing-limit": '{"cpu": "2"}'})  # fmt: skip
+    assert is_tree_quota(obj)
+    quota = parse_quota(obj)
+    assert (quota.lending_limit, quota.borrowing_limit) == ({"cpu": 1000}, {"cpu": 2000})
+
+
 def test_all_zero_shared_weight_means_max() -> None:
     quota = parse_quota(eq("t", annotations={ANNOTATION_SHARED_WEIGHT: '{"cpu": "0"}'}))
     assert quota.shared_weight["cpu"] == 8000
@@ -85,6 +93,8 @@ def test_all_zero_shared_weight_means_max() -> None:
         ({"quota.scheduling.koordinator.sh/is-root": "true"}, {}, "is-root"),
         ({}, {"quota.scheduling.koordinator.sh/guaranteed": "{}"}, "guaranteed"),
         ({LABEL_PARENT: "t"}, {}, LABEL_PARENT),
+        ({}, {"berth.io/lending-limit": '{"cpu": "5"}'}, "must not exceed min"),
+        ({}, {"berth.io/borrowing-limit": "[1]"}, "berth.io/borrowing-limit"),
     ],
 )
 def test_what_cannot_be_honoured_is_refused_by_name(

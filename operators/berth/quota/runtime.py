@@ -9,6 +9,10 @@ a capped child does not need shared again until nothing changes. Integer shares 
 largest-remainder method (ties by name), so nothing is lost to rounding. A child's demand
 is its request (pods placed or waiting) capped at its max; a parent's request is the sum of
 its children's demands.
+
+Kueue's limits fit in the same arithmetic: a borrowing limit caps the demand at min + the
+limit; a lending limit keeps min - the limit for the quota even when it is idle, as a quota
+that does not lend keeps its whole min.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ class Share:
     demand: int
     weight: int
     allow_lent: bool = True
+    lending_limit: int | None = None  # None: lends all of its unused min
+
+    def kept(self, floor: int) -> int:
+        """What of its (scaled) min the quota keeps when it does not use it."""
+        if not self.allow_lent:
+            return floor
+        if self.lending_limit is None:
+            return 0
+        return max(floor - self.lending_limit, 0)
 
 
 def largest_remainder(amount: int, weights: Sequence[tuple[str, int]]) -> dict[str, int]:
@@ -70,7 +83,7 @@ def split(amount: int, siblings: Sequence[Share]) -> dict[str, int]:
             runtime[share.name] = floor
             hungry.append(share)
         else:
-            runtime[share.name] = share.demand if share.allow_lent else floor
+            runtime[share.name] = max(share.demand, share.kept(floor))
     left = amount - sum(runtime.values())
     while left > 0 and hungry:
         deltas = largest_remainder(left, [(s.name, s.weight) for s in hungry])
@@ -93,7 +106,8 @@ def tree_resources(tree: QuotaTree) -> frozenset[str]:
 
 
 def demands(tree: QuotaTree, requests: Mapping[str, Mapping[str, int]]) -> dict[str, Resources]:
-    """Each quota's request capped at its max; a parent's request is its children's sum."""
+    """Each quota's request capped at its max (and at min + its borrowing limit); a parent's
+    request is its children's sum."""
     result: dict[str, Resources] = {}
 
     def visit(name: str) -> Resources:
@@ -105,7 +119,13 @@ def demands(tree: QuotaTree, requests: Mapping[str, Mapping[str, int]]) -> dict[
                     request[resource] = request.get(resource, 0) + value
         else:
             request = dict(requests.get(name, {}))
-        capped = {r: min(v, quota.max[r]) if r in quota.max else v for r, v in request.items()}
+        capped = dict(request)
+        for resource, value in request.items():
+            if resource in quota.max:
+                value = min(value, quota.max[resource])
+            if resource in quota.borrowing_limit:
+                value = min(value, quota.min.get(resource, 0) + quota.borrowing_limit[resource])
+            capped[resource] = value
         result[name] = capped
         return capped
 
@@ -135,6 +155,7 @@ def runtime_quotas(
                         demand[name].get(resource, 0),
                         tree.quotas[name].weight(resource),
                         tree.quotas[name].allow_lent,
+                        tree.quotas[name].lending_limit.get(resource),
                     )
                     for name in children
                 ],

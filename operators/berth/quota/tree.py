@@ -8,9 +8,16 @@ rules. Tree quotas are known by name (as in Koordinator); ``parent`` names the p
 ``shared-weight`` annotation (a resource list, defaulting to max) splits what is left among
 siblings. A pod belongs to the quota its ``quota.scheduling.koordinator.sh/name`` label names,
 else to the tree quota whose ``namespaces`` annotation lists its namespace, else to the tree
-quota of its namespace. Koordinator quietly falls back to defaults on malformed values;
-here a value that cannot be read, or a key Berth does not honour, refuses the quota (or the
-pod) with a message naming it.
+quota of its namespace.
+
+Kueue's limits come as optional annotations under Berth's own prefix, resource lists like
+the shared weight: ``berth.io/lending-limit`` is the most of its unused min a quota lends
+(the rest it keeps even when idle; at most its min), ``berth.io/borrowing-limit`` the most
+it uses beyond its min. Either one also puts a quota in the tree.
+
+Koordinator quietly falls back to defaults on malformed values; here a value that cannot be
+read, or a key Berth does not honour, refuses the quota (or the pod) with a message naming
+it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ ANNOTATION_SHARED_WEIGHT: Final = PREFIX + "shared-weight"
 ANNOTATION_NAMESPACES: Final = PREFIX + "namespaces"
 ANNOTATION_RUNTIME: Final = PREFIX + "runtime"
 ANNOTATION_REQUEST: Final = PREFIX + "request"
+BERTH_PREFIX: Final = "berth.io/"
+ANNOTATION_LENDING_LIMIT: Final = BERTH_PREFIX + "lending-limit"
+ANNOTATION_BORROWING_LIMIT: Final = BERTH_PREFIX + "borrowing-limit"
+LIMIT_ANNOTATIONS: Final = (ANNOTATION_LENDING_LIMIT, ANNOTATION_BORROWING_LIMIT)
 ROOT: Final = "koordinator-root-quota"
 """The implicit root: a quota without a ``parent`` label hangs from it."""
 
@@ -51,10 +62,11 @@ class TreeError(ValueError):
 
 
 def is_tree_quota(obj: Mapping[str, Any]) -> bool:
-    """Whether an ElasticQuota takes part in the tree (any key under the Koordinator prefix)."""
+    """Whether an ElasticQuota takes part in the tree (any key under the Koordinator prefix,
+    or one of Berth's limits)."""
     meta = obj.get("metadata") or {}
     keys = [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]
-    return any(key.startswith(PREFIX) for key in keys)
+    return any(key.startswith(PREFIX) or key in LIMIT_ANNOTATIONS for key in keys)
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,8 @@ class TreeQuota:
     max: Resources
     shared_weight: Resources
     namespaces: tuple[str, ...] = ()
+    lending_limit: Resources = field(default_factory=dict)  # a resource not listed: all
+    borrowing_limit: Resources = field(default_factory=dict)  # a resource not listed: to max
     created: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -83,20 +97,21 @@ def _boolean(key: str, value: str) -> bool:
     return _BOOLEANS[value]
 
 
-def _shared_weight(value: str) -> Resources:
+def _resource_annotation(key: str, value: str) -> Resources:
+    """A JSON resource list annotation (shared weight, limits) in scheduler units."""
     try:
         parsed = json.loads(value)
         if not isinstance(parsed, dict):
-            raise TypeError
-        weights = resource_list(parsed)
+            raise TypeError("not an object")
+        values = resource_list(parsed)
     except (ValueError, TypeError, QuantityError) as error:
         raise TreeError(
-            f"{ANNOTATION_SHARED_WEIGHT} must be a JSON resource list such as "
+            f"{key} must be a JSON resource list such as "
             f'{{"cpu": "4", "memory": "8Gi"}}, not {value!r} ({error})'
         ) from error
-    if any(v < 0 for v in weights.values()):
-        raise TreeError(f"{ANNOTATION_SHARED_WEIGHT} must not be negative: {value!r}")
-    return weights
+    if any(v < 0 for v in values.values()):
+        raise TreeError(f"{key} must not be negative: {value!r}")
+    return values
 
 
 def _namespaces(value: str) -> tuple[str, ...]:
@@ -132,12 +147,24 @@ def parse_quota(obj: Mapping[str, Any]) -> TreeQuota:
         raise TreeError(f"{LABEL_PARENT} names the quota itself ({name!r})")
     maximum = resource_list(spec.get("max"))
     weight = (
-        _shared_weight(annotations[ANNOTATION_SHARED_WEIGHT])
+        _resource_annotation(ANNOTATION_SHARED_WEIGHT, annotations[ANNOTATION_SHARED_WEIGHT])
         if ANNOTATION_SHARED_WEIGHT in annotations
         else {}
     )
     if not any(weight.values()):  # Koordinator: absent or all zero means "as max"
         weight = dict(maximum)
+    minimum = resource_list(spec.get("min"))
+    limits = {
+        key: _resource_annotation(key, annotations[key]) if key in annotations else {}
+        for key in LIMIT_ANNOTATIONS
+    }
+    lending = limits[ANNOTATION_LENDING_LIMIT]
+    over = sorted(r for r, v in lending.items() if v > minimum.get(r, 0))
+    if over:
+        raise TreeError(
+            f"{ANNOTATION_LENDING_LIMIT} must not exceed min (a quota lends only its own min); "
+            f"it does for {', '.join(over)}"
+        )
     return TreeQuota(
         name=name,
         namespace=meta.get("namespace") or "",
@@ -146,12 +173,14 @@ def parse_quota(obj: Mapping[str, Any]) -> TreeQuota:
         allow_lent=_boolean(
             LABEL_ALLOW_LENT_RESOURCE, labels.get(LABEL_ALLOW_LENT_RESOURCE, "true")
         ),
-        min=resource_list(spec.get("min")),
+        min=minimum,
         max=maximum,
         shared_weight=weight,
         namespaces=_namespaces(annotations[ANNOTATION_NAMESPACES])
         if ANNOTATION_NAMESPACES in annotations
         else (),
+        lending_limit=lending,
+        borrowing_limit=limits[ANNOTATION_BORROWING_LIMIT],
         created=str(meta.get("creationTimestamp") or ""),
         raw=dict(obj),
     )

@@ -4,7 +4,8 @@ borrowed and lent, and whether the quota takes part in the tree.
 The same numbers go to ``status`` (Berth's columns) and to the annotations Koordinator's
 tools read (``quota.scheduling.koordinator.sh/runtime`` and ``.../request``, JSON resource
 lists). A parent's used and request are its subtree's. ``borrowed`` is what is used over
-min, ``lent`` the min left unused that others may take (none when the quota does not lend).
+min, ``lent`` the min left unused that others may take (none when the quota does not lend,
+at most its lending limit).
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ def _patch_map(current: Mapping[str, Any] | None, wanted: dict[str, str]) -> dic
     return {**gone, **wanted}
 
 
+def _lent(quota: TreeQuota, used: Mapping[str, int], resource: str) -> int:
+    """The unused min others may use: none when the quota does not lend, at most its limit."""
+    if not quota.allow_lent:
+        return 0
+    unused = max(quota.min.get(resource, 0) - used.get(resource, 0), 0)
+    limit = quota.lending_limit.get(resource)
+    return unused if limit is None else min(unused, limit)
+
+
 def _resources(values: Mapping[str, int], names: Iterable[str]) -> dict[str, str]:
     return as_resource_list({r: values.get(r, 0) for r in names})
 
@@ -152,13 +162,7 @@ def desired_tree(
             "borrowed": _resources(
                 {r: max(used.get(r, 0) - quota.min.get(r, 0), 0) for r in names}, names
             ),
-            "lent": _resources(
-                {
-                    r: max(quota.min.get(r, 0) - used.get(r, 0), 0) if quota.allow_lent else 0
-                    for r in names
-                },
-                names,
-            ),
+            "lent": _resources({r: _lent(quota, used, r) for r in names}, names),
         }
         status = {
             field: _patch_map(current_status.get(field), value)

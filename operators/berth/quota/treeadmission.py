@@ -103,6 +103,34 @@ def _exceeded(
     )
 
 
+def over_runtime(tree: QuotaTree, state: TreeState, quota: str) -> bool:
+    """The quota uses more than its runtime for a resource its max names: it holds capacity
+    that its runtime says belongs to others, and its pods may be reclaimed."""
+    used = state.used.get(quota, {})
+    runtime = state.runtime.get(quota, {})
+    return any(used.get(r, 0) > runtime.get(r, 0) for r in tree.quotas[quota].max if r in runtime)
+
+
+def within_runtime(
+    tree: QuotaTree, state: TreeState, quota: str, request: Mapping[str, int]
+) -> bool:
+    """The quota itself stays within its runtime with the request: it may take capacity
+    back from quotas over theirs."""
+    node = tree.quotas[quota]
+    limit = {r: v for r, v in state.runtime.get(quota, {}).items() if r in node.max}
+    return not _exceeded(state.used.get(quota, {}), request, limit)
+
+
+def without(tree: QuotaTree, state: TreeState, freed: Iterable[TreePod]) -> TreeState:
+    """The state with the ``freed`` pods' use taken out of their quotas and ancestors
+    (runtime unchanged: the reclaimed pods' owners still ask for them)."""
+    used = {name: dict(values) for name, values in state.used.items()}
+    for pod in freed:
+        for quota in tree.chain(pod.quota):
+            add(used.setdefault(quota.name, {}), pod.request, -1)
+    return TreeState(used, state.request, state.non_preemptible, state.runtime)
+
+
 def check_tree(
     tree: QuotaTree,
     state: TreeState,

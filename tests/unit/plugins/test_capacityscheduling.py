@@ -12,7 +12,11 @@ import pytest
 
 from berth.scheduler.framework import CycleState
 from berth.scheduler.messages import FitError
-from berth.scheduler.plugins.capacityscheduling import CapacityScheduling, QuotaVictims
+from berth.scheduler.plugins.capacityscheduling import (
+    CapacityScheduling,
+    QuotaVictims,
+    TreeVictims,
+)
 from berth.scheduler.preemption import Candidate
 from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod
 
@@ -356,3 +360,55 @@ def test_flat_quotas_keep_their_rules_beside_a_tree() -> None:
         bind(env, gpu_pod(f"b{i}", "team-b"))
     assert runtime(env, "dept") == 6
     assert "quotaName: team-b" in env.message(gpu_pod("b6", "team-b"))
+
+
+def tree_victims(env: Env, preemptor: Json) -> list[str]:
+    """The victims tree reclaim would evict for the pod (names), [] when none would do."""
+    state, pod_info, diagnosis = env.diagnose(preemptor)
+    plugin = capacity(env)
+    policy = TreeVictims(plugin, pod_info, state.data[plugin.name])
+    if not policy.reclaim:
+        return []
+    nodes = env.view.nodes
+    rows = np.flatnonzero(nodes.present[: nodes.size])
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, policy)
+    if not found:
+        return []
+    return sorted(v.name for v in min(found, key=Candidate.rank).victims)
+
+
+def borrowed_tree(a_labels: dict[str, str] | None = None) -> Env:
+    """team-a holds 8 GPUs (its runtime is 6 now that team-b asks for 4), team-b 2."""
+    pods = [
+        gpu_pod(f"a{i}", "team-a", node_name="n1" if i < 5 else "n2", priority=100,
+                labels=a_labels)
+        for i in range(8)
+    ]  # fmt: skip
+    pods += [gpu_pod(f"b{i}", "team-b", node_name="n2") for i in range(2)]
+    pods += [gpu_pod(f"b{i}", "team-b") for i in range(2, 4)]  # waiting
+    return tree_cluster(*pods)
+
+
+def test_a_tree_quota_under_runtime_reclaims_from_one_over_it() -> None:
+    env = borrowed_tree()
+    assert (runtime(env, "team-a"), runtime(env, "team-b")) == (6, 4)
+    message = env.message(gpu_pod("b2", "team-b"))
+    assert "Insufficient quotas, quotaName: dept" in message
+    # team-b is within its runtime: one of team-a's pods goes, whatever its priority.
+    chosen = tree_victims(env, gpu_pod("b2", "team-b"))
+    assert len(chosen) == 1
+    assert chosen[0].startswith("a")
+
+
+def test_a_tree_quota_at_its_runtime_reclaims_nothing() -> None:
+    env = borrowed_tree()
+    # team-a, over its runtime, may not take anything back for another pod of its own.
+    extra = gpu_pod("a8", "team-a", priority=1000)
+    state, pod_info, _ = env.diagnose(extra)
+    assert not TreeVictims(capacity(env), pod_info, state.data["CapacityScheduling"]).reclaim
+
+
+def test_non_preemptible_pods_are_never_reclaimed() -> None:
+    env = borrowed_tree({f"{TREE}preemptible": "false"})
+    assert "Insufficient quotas, quotaName: dept" in env.message(gpu_pod("b2", "team-b"))
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == []

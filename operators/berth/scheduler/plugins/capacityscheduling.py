@@ -10,8 +10,11 @@ from quotas over theirs, whatever their priority; pods with and without a quota 
 preempt each other. The arithmetic is ``berth.quota``'s.
 
 Quotas carrying Koordinator's tree labels (``berth.quota.tree``) are checked instead against
-their runtime quota and every ancestor's; reclaim between tree quotas is not done yet, so
-PostFilter says so rather than preempting by the flat rules.
+their runtime quota and every ancestor's (pods nominated after a preemption count as used).
+At PostFilter a pod whose own quota is within its runtime reclaims from quotas over theirs:
+their preemptible pods, whatever their priority, only where the pod then fits its node and
+its quota chain. With the Reservation plugin's ``reservePreemptedCapacity`` the freed
+capacity is held for the pod before anyone is evicted.
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.ledger import QuotaLedger, Rejection
 from berth.quota.tree import PREFIX, QuotaTree, TreeError, build_tree, is_tree_quota, parse_pod
-from berth.quota.treeadmission import TreePod, TreeState, check_tree, tree_state
+from berth.quota.treeadmission import (
+    TreePod,
+    TreeState,
+    check_tree,
+    over_runtime,
+    tree_state,
+    within_runtime,
+    without,
+)
 from berth.quota.usage import format_units
 from berth.scheduler.clusterevents import (
     ELASTIC_QUOTA,
@@ -57,7 +68,8 @@ logger = log.get(__name__)
 KIND = "ElasticQuota"
 OWN_QUOTA = "preempting to accommodate a higher priority pod of the same ElasticQuota"
 RECLAIM = "preempting to return borrowed capacity to ElasticQuota"
-NO_TREE_RECLAIM = "preemption between quotas of a quota tree is not supported by Berth"
+TREE_RECLAIM = "preempting to return capacity over its runtime to the quota tree"
+OVER_OWN_RUNTIME = "ElasticQuota {quota} is at its runtime: it reclaims nothing"
 
 
 @dataclass(frozen=True)
@@ -194,6 +206,22 @@ class CapacityScheduling(Plugin):
             self._tree_cache = (key, state)
         return state
 
+    def tree_nominated(self, pod: PodInfo) -> dict[str, Resources]:
+        """Requests of other tree pods nominated after a preemption, by quota and ancestor:
+        the capacity freed for them is theirs, not a sibling's."""
+        nominated: dict[str, Resources] = {}
+        for uid, (_node, other) in self.handle.view.nominated.items():
+            if uid == pod.uid:
+                continue
+            try:
+                quota = self.tree_quota_of(other)
+            except TreeError:
+                continue
+            if quota is not None:
+                for node in self.tree.chain(quota):
+                    add(nominated.setdefault(node.name, {}), quota_request(other.requests))
+        return nominated
+
     def _tree_pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
         """The tree's verdict on the pod, None when the pod is not a tree quota's."""
         try:
@@ -209,7 +237,8 @@ class CapacityScheduling(Plugin):
         tree_state = self.tree_state(
             TreePod(quota, request, False, preemptible) if unseen else None
         )
-        rejection = check_tree(self.tree, tree_state, quota, request, preemptible)
+        nominated = self.tree_nominated(pod)
+        rejection = check_tree(self.tree, tree_state, quota, request, preemptible, nominated)
         if rejection is None:
             return SUCCESS
         message = rejection.message()
@@ -304,7 +333,14 @@ class CapacityScheduling(Plugin):
             rows = self.evaluator.helpful_rows(diagnosis)
         demand = state.data[self.name] if self.name in state.data else self.demand(pod)
         if isinstance(demand, TreeDemand):
-            return self.evaluator.fail(NO_TREE_RECLAIM)
+            tree_policy = TreeVictims(self, pod, demand)
+            if not tree_policy.reclaim:
+                return self.evaluator.fail(
+                    f"preemption: {OVER_OWN_RUNTIME.format(quota=demand.quota)}"
+                )
+            return await self.evaluator.preempt(
+                state, pod, diagnosis, rows, tree_policy, TREE_RECLAIM
+            )
         policy = QuotaVictims(self, demand)
         message = RECLAIM if policy.reclaim else OWN_QUOTA
         return await self.evaluator.preempt(state, pod, diagnosis, rows, policy, message)
@@ -399,6 +435,66 @@ class CapacityScheduling(Plugin):
                 "message": rejection.message(),
             },
         }
+
+
+class TreeVictims:
+    """Which pods a tree quota's pod may evict: preemptible pods of other tree quotas over
+    their runtime, when its own quota is within its runtime with the pod."""
+
+    def __init__(self, plugin: CapacityScheduling, pod: PodInfo, demand: TreeDemand) -> None:
+        self.plugin = plugin
+        self.tree = plugin.tree
+        self.state = plugin.tree_state()
+        self.demand = demand
+        self.request = quota_request(pod.requests)
+        self.nominated = plugin.tree_nominated(pod)
+        self.reclaim = within_runtime(self.tree, self.state, demand.quota, self.request)
+
+    def _tree_pod(self, pod: PodInfo) -> TreePod | None:
+        try:
+            quota = self.plugin.tree_quota_of(pod)
+            preemptible = parse_pod(pod.labels).preemptible
+        except TreeError:
+            return None
+        if quota is None:
+            return None
+        return TreePod(quota, quota_request(pod.requests), True, preemptible)
+
+    def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
+        victims = []
+        for other in self.plugin.handle.view.nodes.pods[row].values():
+            found = self._tree_pod(other)
+            if (
+                found is not None
+                and found.preemptible
+                and found.quota != self.demand.quota
+                and other.uid in self.plugin.ledger.pods
+                and over_runtime(self.tree, self.state, found.quota)
+            ):
+                victims.append(other)
+        return victims
+
+    def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
+        freed = [
+            found
+            for victim in victims
+            if victim.uid in self.plugin.ledger.pods and (found := self._tree_pod(victim))
+        ]
+        rejection = check_tree(
+            self.tree,
+            without(self.tree, self.state, freed),
+            self.demand.quota,
+            self.request,
+            self.demand.preemptible,
+            self.nominated,
+        )
+        return () if rejection is None else (rejection.message(),)
+
+    def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
+        return True  # reclaim evicts whatever the priority
+
+    def evicted(self, victim: PodInfo) -> None:
+        self.plugin.evicted(victim)
 
 
 class QuotaVictims:

@@ -36,6 +36,7 @@ STORY_TESTS: dict[str, str] = {
     "quota-tree/quotas.yaml": "test_quota_tree.py",
     "quota-tree/workloads.yaml": "test_quota_tree.py",
     "quota-tree/non-preemptible.yaml": "test_quota_tree.py",
+    "quota-tree/scheduler-config.yaml": "test_quota_tree.py",
     "reservations/scale-up.yaml": "test_reservation_scheduling.py",
     "reservations/preemption-with-reservation.yaml": "test_reservation_scheduling.py",
     "reservations/descheduling.yaml": "test_reservation_scheduling.py",

@@ -1,7 +1,9 @@
 """Koordinator's quota tree on the local cluster, through a real `berth run`: the
 docs/examples/quota-tree walk-through. A department (max 8 of 10 GPUs) over two teams
 (min 2, max 8, weights 8 and 16) shares its runtime by weight and bounds its teams; an idle
-team's share goes to its sibling; non-preemptible pods stay within their quota's min.
+team's share goes to its sibling and comes back by reclaim, each freed GPU held by a
+Reservation of the reclaiming pod; non-preemptible pods stay within their quota's min and
+are never reclaimed; a lending limit caps what a sibling borrows.
 Status and Koordinator's annotations carry the runtime table.
 """
 
@@ -25,7 +27,7 @@ GROUP, VERSION, PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
 GPU = "nvidia.com/gpu"
 PREFIX = "quota.scheduling.koordinator.sh/"
 EXAMPLE = REPO / "docs" / "examples" / "quota-tree"
-CONFIG = REPO / "docs" / "examples" / "quota-walkthrough" / "scheduler-config.yaml"
+CONFIG = EXAMPLE / "scheduler-config.yaml"
 WITHIN = 120.0
 
 
@@ -100,7 +102,9 @@ class Walkthrough:
     async def gpus(self, name: str, field: str) -> str | None:
         return (((await self.quota(name)).get("status") or {}).get(field) or {}).get(GPU)
 
-    async def settle(self, expected: dict[str, tuple[int, int]], app: str = "trainer") -> None:
+    async def settle(
+        self, expected: dict[str, tuple[int, int]], app: str = "trainer", within: float = WITHIN
+    ) -> None:
         """Until each team has (bound, waiting) pods, and stays so for a moment."""
         seen: dict[str, tuple[int, int]] = {}
 
@@ -111,7 +115,7 @@ class Walkthrough:
             return seen == expected
 
         try:
-            await eventually(steady, WITHIN)
+            await eventually(steady, within)
         except AssertionError as err:
             raise AssertionError(f"(bound, waiting) {seen} != {expected}") from err
 
@@ -288,3 +292,33 @@ async def test_a_lending_limit_caps_what_others_borrow(
         }
     )
     assert f"quotaName: {tree.quota_name('team-a')}, " in await tree.waiting_message("team-a")
+
+
+async def test_borrowed_capacity_comes_back_through_reservations(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    tree = walkthrough
+    await tree.apply_quotas()
+    berth.start()
+    # A non-preemptible pod of team-a (within its min) and its trainers borrowing the rest.
+    await tree.apply_workloads("non-preemptible.yaml")
+    await tree.settle({"team-a": (2, 1)}, app="server")
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    await tree.settle({"team-a": (6, 2)})
+    # team-b's demand returns: runtime team-a 3 (2 servers + 1 trainer), team-b 5. Every
+    # GPU team-b gets is reclaimed from team-a's trainers and held for the reclaiming pod.
+    await tree.apply_workloads("workloads.yaml", teams=("team-b",))
+    await tree.settle({"team-b": (5, 3)}, within=240)
+    await tree.settle({"team-a": (1, 7)})
+    await tree.settle({"team-a": (2, 1)}, app="server")  # never reclaimed
+    await tree.table(
+        {
+            "team-a": {"runtime": "3", "used": "3"},
+            "team-b": {"runtime": "5", "used": "5"},
+        }
+    )
+    core = CoreV1Api(tree.api)
+    held = await core.list_namespaced_event(
+        tree.namespaces["team-b"], field_selector="reason=ReservedForPreemption"
+    )
+    assert held.items, "no Reservation held what the reclaim freed"

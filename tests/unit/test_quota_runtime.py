@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from berth.quota.runtime import Share, largest_remainder, runtime_quotas, scaled_mins, split
 from berth.quota.tree import LABEL_IS_PARENT, LABEL_PARENT, build_tree
+from berth.quota.treeadmission import TreePod, may_reclaim, tree_state
 
 
 def test_koordinator_iteration_example() -> None:
@@ -161,3 +162,29 @@ def test_tree_runtime_invariants(
         assert runtime[team.name]["cpu"] <= team.max["cpu"]
         if department_min * 1000 <= cluster * 1000:
             assert runtime[team.name]["cpu"] >= min(requests[team.name]["cpu"], team.min["cpu"])
+
+
+@given(
+    st.integers(0, 40),
+    st.lists(st.tuples(st.integers(0, 10), st.integers(0, 20), st.integers(0, 20)), min_size=2,
+             max_size=5),
+    st.data(),
+)  # fmt: skip
+def test_reclaim_never_goes_both_ways(
+    cluster: int, teams: list[tuple[int, int, int]], data: st.DataObject
+) -> None:
+    """Whatever the tree's use, if a pod of X may evict pods of Y then no pod of Y may evict
+    pods of X: reclaim between quotas never cycles."""
+    objects = [quota(f"t{i}", m, m + extra) for i, (m, extra, _) in enumerate(teams)]
+    tree = build_tree([{**o, "metadata": {**o["metadata"], "labels": {LABEL_IS_PARENT: "false"}}}
+                       for o in objects])  # fmt: skip
+    pods = []
+    for i, (_, _, request) in enumerate(teams):
+        bound = data.draw(st.integers(0, request))
+        pods += [TreePod(f"t{i}", {"cpu": 1000, "pods": 1}, j < bound) for j in range(request)]
+    state = tree_state(tree, pods, {"cpu": cluster * 1000})
+    ask = {"cpu": 1000, "pods": 1}
+    for x in tree.quotas:
+        for y in tree.quotas:
+            if may_reclaim(tree, state, x, ask, y):
+                assert not may_reclaim(tree, state, y, ask, x)

@@ -103,12 +103,31 @@ def _exceeded(
     )
 
 
-def over_runtime(tree: QuotaTree, state: TreeState, quota: str) -> bool:
-    """The quota uses more than its runtime for a resource its max names: it holds capacity
-    that its runtime says belongs to others, and its pods may be reclaimed."""
+def over_runtime(
+    tree: QuotaTree, state: TreeState, quota: str, wanted: Iterable[str] | None = None
+) -> bool:
+    """The quota uses more than its runtime for a resource its max names (one of ``wanted``,
+    what a reclaiming pod asks for, when given): it holds capacity that its runtime says
+    belongs to others, and its pods may be reclaimed."""
     used = state.used.get(quota, {})
     runtime = state.runtime.get(quota, {})
-    return any(used.get(r, 0) > runtime.get(r, 0) for r in tree.quotas[quota].max if r in runtime)
+    names = tree.quotas[quota].max.keys() & runtime.keys()
+    if wanted is not None:
+        names &= set(wanted)
+    return any(used.get(r, 0) > runtime[r] for r in names)
+
+
+def may_reclaim(
+    tree: QuotaTree, state: TreeState, quota: str, request: Mapping[str, int], victim: str
+) -> bool:
+    """A pod of ``quota`` asking ``request`` may evict pods of ``victim``: another quota, over
+    its runtime in a resource the pod asks for, while ``quota`` stays within its own."""
+    wanted = [r for r, v in request.items() if v > 0]
+    return (
+        victim != quota
+        and within_runtime(tree, state, quota, request)
+        and over_runtime(tree, state, victim, wanted)
+    )
 
 
 def within_runtime(

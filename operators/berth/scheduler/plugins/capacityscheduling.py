@@ -35,7 +35,7 @@ from berth.quota.treeadmission import (
     TreePod,
     TreeState,
     check_tree,
-    over_runtime,
+    may_reclaim,
     tree_state,
     within_runtime,
     without,
@@ -467,9 +467,8 @@ class TreeVictims:
             if (
                 found is not None
                 and found.preemptible
-                and found.quota != self.demand.quota
                 and other.uid in self.plugin.ledger.pods
-                and over_runtime(self.tree, self.state, found.quota)
+                and may_reclaim(self.tree, self.state, self.demand.quota, self.request, found.quota)
             ):
                 victims.append(other)
         return victims

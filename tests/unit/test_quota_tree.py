@@ -153,6 +153,8 @@ def test_tree_structure_and_refusals() -> None:
         tree.resolve("x", {LABEL_NAME: "nope"})
     with pytest.raises(TreeError, match="refused"):
         tree.resolve("x", {LABEL_NAME: "orphan"})
+    with pytest.raises(TreeError, match="ElasticQuota orphan/orphan is refused: parent"):
+        tree.resolve("orphan", {})
 
 
 def test_a_cycle_is_refused() -> None:

@@ -242,7 +242,13 @@ class QuotaTree:
         raises :class:`TreeError` when its label names a quota the tree cannot use."""
         named = parse_pod(labels).name
         if named is None:
-            return self.by_namespace.get(namespace)
+            found = self.by_namespace.get(namespace)
+            if found is None:
+                # A namespace whose tree quota is refused is not left unchecked.
+                for (ns, name), reason in sorted(self.refused.items()):
+                    if ns == namespace:
+                        raise TreeError(f"ElasticQuota {ns}/{name} is refused: {reason}")
+            return found
         if named in self.quotas:
             if self.quotas[named].is_parent:
                 raise TreeError(

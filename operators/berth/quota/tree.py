@@ -210,9 +210,6 @@ class QuotaTree:
     refused: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, name) -> why
     by_namespace: dict[str, str] = field(default_factory=dict)
 
-    def __bool__(self) -> bool:
-        return bool(self.quotas) or bool(self.refused)
-
     def chain(self, name: str) -> list[TreeQuota]:
         """The quota and its ancestors, nearest first (the root is not a quota)."""
         chain: list[TreeQuota] = []

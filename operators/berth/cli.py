@@ -47,6 +47,7 @@ def _run(args: argparse.Namespace) -> int:
             operators=not args.no_operators,
             scheduler=not args.no_scheduler,
             scheduler_config=args.config,
+            descheduler_config=args.descheduler_config,
             log_level=args.log_level,
             health_address=args.health_address,
         )
@@ -129,6 +130,11 @@ def parser() -> argparse.ArgumentParser:
         "--config",
         help="scheduler configuration (KubeSchedulerConfiguration; default: the profile "
         "`kubectl apply -k manifests` installs)",
+    )
+    run.add_argument(
+        "--descheduler-config",
+        help="descheduler configuration (DeschedulerConfiguration): the migration limits "
+        "and the LowNodeLoad balancer",
     )
     run.add_argument("--no-operators", action="store_true", help="do not run the operators")
     run.add_argument("--no-scheduler", action="store_true", help="do not run the scheduler")

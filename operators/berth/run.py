@@ -21,9 +21,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.duration import parse_duration
+from berth.descheduler import config as descheduler_config
+from berth.descheduler.config import DeschedulerSettings
+from berth.descheduler.service import Balancer
 from berth.health import HealthServer
 from berth.kube.client import api_client, load_configuration
 from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
+from berth.migration.metrics import MigrationMetrics
 from berth.scheduler import config as scheduler_config
 from berth.scheduler.metrics import SchedulerMetrics
 
@@ -38,6 +42,7 @@ class RunOptions:
     operators: bool = True
     scheduler: bool = True
     scheduler_config: str | None = None
+    descheduler_config: str | None = None
     log_level: str = "info"
     health_address: str = "0.0.0.0:10251"
 
@@ -49,6 +54,7 @@ def run_command(
     operators: bool = False,
     scheduler: bool = True,
     log_level: str = "warning",
+    descheduler_config: str | None = None,
 ) -> list[str]:
     """The command line of ``berth run`` in a process of its own (health on any free port)."""
     argv = [sys.executable, "-m", "berth.cli", "run"]
@@ -58,6 +64,8 @@ def run_command(
     argv.append(f"--log-level={log_level}")
     if config is not None:
         argv.append(f"--config={config}")
+    if descheduler_config is not None:
+        argv.append(f"--descheduler-config={descheduler_config}")
     return argv
 
 
@@ -71,7 +79,15 @@ def run(options: RunOptions) -> int:
     except scheduler_config.ConfigError as err:
         logger.error("invalid scheduler configuration", error=str(err))
         return 2
-    return asyncio.run(serve(options, settings))
+    descheduling = DeschedulerSettings()
+    if options.descheduler_config is not None:
+        try:
+            descheduling = descheduler_config.load(options.descheduler_config)
+            descheduler_config.check_against_scheduler(descheduling, settings)
+        except descheduler_config.DeschedulerConfigError as err:
+            logger.error("invalid descheduler configuration", error=str(err))
+            return 2
+    return asyncio.run(serve(options, settings, descheduling=descheduling))
 
 
 def _lease(settings: scheduler_config.SchedulerConfiguration) -> LeaseConfig:
@@ -90,8 +106,11 @@ async def serve(
     options: RunOptions,
     settings: scheduler_config.SchedulerConfiguration,
     stop: asyncio.Event | None = None,
+    *,
+    descheduling: DeschedulerSettings | None = None,
 ) -> int:
     stop = stop or asyncio.Event()
+    descheduling = descheduling or DeschedulerSettings()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -100,7 +119,7 @@ async def serve(
     health = HealthServer(host or "0.0.0.0", int(port))
     health.add_liveness("event loop", lambda: True)
     async with api_client(configuration) as api:
-        lead, ready = _components(options, settings, api, configuration, health)
+        lead, ready = _components(options, settings, descheduling, api, configuration, health)
         await health.start()
         logger.info("serving health and metrics", address=f"{host}:{health.port}")
         try:
@@ -144,11 +163,15 @@ async def _namespace_exists(api: ApiClient, namespace: str) -> bool:
 def _components(
     options: RunOptions,
     settings: scheduler_config.SchedulerConfiguration,
+    descheduling: DeschedulerSettings,
     api: ApiClient,
     configuration: Configuration,
     health: HealthServer,
 ) -> tuple[Callable[[asyncio.Event], Coroutine[Any, Any, int]], Callable[[], bool]]:
     """What the leader runs, and whether it is ready (informers synced)."""
+    migration_metrics = MigrationMetrics()
+    if options.operators:
+        health.add_registry(migration_metrics.registry)
     scheduler = None
     if options.scheduler:
         from berth.scheduler.decisions.http import PATH, pod_decision_handler
@@ -174,7 +197,15 @@ def _components(
         if options.operators:
             from berth.operators.runner import run_operators
 
-            components["operators"] = run_operators(configuration, inner)
+            components["operators"] = run_operators(
+                configuration,
+                inner,
+                migration_metrics=migration_metrics,
+                migration_args=descheduling.migration,
+            )
+            if descheduling.low_node_load is not None:
+                balancer = Balancer(api, descheduling.low_node_load, descheduling)
+                components["descheduler"] = balancer.run(inner)
         if scheduler is not None:
             components["scheduler"] = scheduler.run(inner)
         tasks = {asyncio.create_task(c, name=name): name for name, c in components.items()}

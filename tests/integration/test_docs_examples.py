@@ -42,6 +42,9 @@ STORY_TESTS: dict[str, str] = {
     "reservations/descheduling.yaml": "test_reservation_scheduling.py",
     "reservations/preemption.yaml": "test_reservation_scheduling.py",
     "reservations/pre-allocation.yaml": "test_reservation_scheduling.py",
+    "migration/job.yaml": "test_migration.py",
+    "migration/evict-directly.yaml": "test_migration.py",
+    "migration/web.yaml": "test_migration.py",
 }
 
 

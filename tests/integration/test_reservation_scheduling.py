@@ -25,6 +25,7 @@ from tests.support import REPO, eventually
 
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "reservations"
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+MERGE = "application/merge-patch+json"
 EXAMPLES = REPO / "docs" / "examples" / "reservations"
 Json = dict[str, Any]
 
@@ -476,3 +477,89 @@ async def test_story_1_a_stranger_arriving_after_the_eviction_cannot_take_the_fr
         await story.wait_phase(name, "Succeeded", WITHIN)  # allocateOnce: used by its owner
     finally:
         await classes.delete_all()
+
+
+async def reservation_events(api: ApiClient, uid: str, reason: str) -> list[str]:
+    found = await CoreV1Api(api).list_namespaced_event(
+        "default", field_selector=f"involvedObject.uid={uid}"
+    )
+    return [e.message for e in found.items if e.reason == reason]
+
+
+async def test_koordinators_selection_rules_choose_the_reservation(
+    story: Story, berth: BerthRun
+) -> None:
+    """reservation-order, reservationSelectorTerms, exact-match-reservation and
+    reservation-ignored, each deciding which reservation a pod uses (or none)."""
+    node = await story.node("a", cpu="8")
+    order = "scheduling.koordinator.sh/reservation-order"
+    gold = await story.reserve("gold", "2", nodeName=node, allocateOnce=False)
+    silver = await story.reserve("silver", "2", nodeName=node, allocateOnce=False)
+    for name, tier, rank in ((gold, "gold", "2"), (silver, "silver", "1")):
+        await story.custom.patch_cluster_custom_object(
+            GROUP,
+            VERSION,
+            PLURAL,
+            name,
+            {"metadata": {"labels": {"tier": tier, order: rank}}},
+            _content_type=MERGE,
+        )
+        await story.wait_phase(name, "Available", WITHIN)
+    # The lowest reservation-order is used first.
+    await story.pods.create(story.owner("first", "500m"))
+    assert await story.pods.wait_bound("first", WITHIN) == node
+    assert await story.allocated_to("first") == silver
+    # reservationSelectorTerms pick gold whatever the order.
+    affine = story.owner("golden", "500m")
+    terms = [{"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]}]
+    affinity = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"reservationSelectorTerms": terms}
+    }
+    affine["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-affinity": json.dumps(affinity)
+    }
+    await story.pods.create(affine)
+    assert await story.pods.wait_bound("golden", WITHIN) == node
+    assert await story.allocated_to("golden") == gold
+    # exact-match-reservation on cpu: 1 cpu is not what either holds (2): ordinary capacity.
+    exact = story.owner("exact", "1")
+    exact["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/exact-match-reservation": '{"resourceNames": ["cpu"]}'
+    }
+    await story.pods.create(exact)
+    assert await story.pods.wait_bound("exact", WITHIN) == node
+    assert await story.allocated_to("exact") is None
+    # reservation-ignored: nobody's owner.
+    ignoring = story.labelled(
+        "ignoring",
+        "500m",
+        {"app": story.group, "scheduling.koordinator.sh/reservation-ignored": "true"},
+    )
+    await story.pods.create(ignoring)
+    assert await story.pods.wait_bound("ignoring", WITHIN) == node
+    assert await story.allocated_to("ignoring") is None
+
+
+async def test_a_placed_reservation_edited_bigger_keeps_what_it_holds_and_says_why(
+    api: ApiClient, story: Story, berth: BerthRun
+) -> None:
+    node = await story.node("a", cpu="4")
+    name = await story.reserve("grow", "2", nodeName=node, allocateOnce=False)
+    placed = await story.wait_phase(name, "Available", WITHIN)
+    template = placed["spec"]["template"]
+    template["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "7"}
+    await story.custom.patch_cluster_custom_object(
+        GROUP, VERSION, PLURAL, name, {"spec": {"template": template}}, _content_type=MERGE
+    )
+    uid = placed["metadata"]["uid"]
+
+    async def explained() -> bool:
+        return bool(await reservation_events(api, uid, "ResizeRefused"))
+
+    await eventually(explained, WITHIN)
+    (message,) = await reservation_events(api, uid, "ResizeRefused")
+    assert f"now requests cpu=7 but the reservation holds cpu=2 on node {node}" in message
+    assert (await story.get(name))["status"]["allocatable"]["cpu"] == "2"
+    # What it holds is still 2 of 4: a 2-cpu stranger fits, a 3-cpu one does not.
+    await story.pods.create(story.stranger("two", "2"))
+    assert await story.pods.wait_bound("two", WITHIN) == node

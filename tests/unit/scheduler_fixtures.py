@@ -214,6 +214,132 @@ def pdb(
     }
 
 
+# Volume kinds and the event table's handler of each.
+VOLUME_KINDS = {
+    "PersistentVolume": "on_pv",
+    "PersistentVolumeClaim": "on_pvc",
+    "StorageClass": "on_storage_class",
+    "CSINode": "on_csi_node",
+    "CSIDriver": "on_csi_driver",
+    "CSIStorageCapacity": "on_storage_capacity",
+}
+
+
+def storage_class(
+    name: str, *, mode: str | None = "WaitForFirstConsumer", provisioner: str = "p.example.com"
+) -> Json:
+    out: Json = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+    }
+    if mode is not None:
+        out["volumeBindingMode"] = mode
+    return out
+
+
+def pv(
+    name: str,
+    *,
+    storage_class: str = "",
+    size: str = "1Gi",
+    modes: Iterable[str] = ("ReadWriteOnce",),
+    labels: Mapping[str, str] | None = None,
+    on_nodes: Iterable[str] = (),
+    claim: tuple[str, str] | None = None,
+    phase: str = "Available",
+    csi: tuple[str, str] | None = None,
+) -> Json:
+    """A PersistentVolume; ``on_nodes`` pins it by hostname, ``claim`` binds it."""
+    spec: Json = {
+        "capacity": {"storage": size},
+        "accessModes": list(modes),
+        "storageClassName": storage_class,
+    }
+    nodes = list(on_nodes)
+    if nodes:
+        term = {"matchExpressions": [expr("kubernetes.io/hostname", "In", *nodes)]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
+    if claim is not None:
+        namespace, claim_name = claim
+        spec["claimRef"] = {"namespace": namespace, "name": claim_name}
+    if csi is not None:
+        spec["csi"] = {"driver": csi[0], "volumeHandle": csi[1]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": dict(labels or {}), "resourceVersion": "1"},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def pvc(
+    name: str,
+    *,
+    namespace: str = "default",
+    storage_class: str | None = "",
+    size: str = "1Gi",
+    modes: Iterable[str] = ("ReadWriteOnce",),
+    volume: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+    owner_uid: str | None = None,
+) -> Json:
+    """A claim; bound (as the PV controller leaves it) when ``volume`` is given."""
+    meta: Json = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"pvc-{namespace}-{name}",
+        "resourceVersion": "1",
+        "annotations": dict(annotations or {}),
+    }
+    spec: Json = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    status: Json = {"phase": "Pending"}
+    if volume is not None:
+        spec["volumeName"] = volume
+        meta["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+        status["phase"] = "Bound"
+    if owner_uid is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": owner_uid, "controller": True}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta,
+        "spec": spec,
+        "status": status,
+    }
+
+
+def csi_node(name: str, limits: Mapping[str, int], migrated: Iterable[str] = ()) -> Json:
+    meta: Json = {"name": name}
+    if migrated:
+        meta["annotations"] = {"storage.alpha.kubernetes.io/migrated-plugins": ",".join(migrated)}
+    drivers = [
+        {"name": driver, "nodeID": name, "allocatable": {"count": count}}
+        for driver, count in limits.items()
+    ]
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": meta,
+        "spec": {"drivers": drivers},
+    }
+
+
+def with_volumes(raw: Json, *volumes: Json | str) -> Json:
+    """The pod with these spec.volumes; a plain string is a claim's name."""
+    raw["spec"]["volumes"] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": v}} if isinstance(v, str) else v
+        for i, v in enumerate(volumes)
+    ]
+    return raw
+
+
 def info(raw: Json) -> PodInfo:
     return PodInfo.from_pod(raw)
 
@@ -238,6 +364,8 @@ class Env:
                 self.events.on_pod("ADDED", obj)
             elif obj["kind"] == "PodDisruptionBudget":
                 self.events.on_pdb("ADDED", obj)
+            elif obj["kind"] in VOLUME_KINDS:
+                getattr(self.events, VOLUME_KINDS[obj["kind"]])("ADDED", obj)
             else:  # Berth's own kinds
                 self.events.on_custom(obj["kind"])("ADDED", obj)
         return self

@@ -134,7 +134,10 @@ def test_schema_is_structural(crd: CustomResource) -> None:
             assert node.get("type") in ("object", "array", "string", "integer", "boolean"), where
 
 
-@pytest.mark.parametrize("crd", KINDS, ids=KIND_IDS)
+WITH_QUANTITIES = [k for k in KINDS if k.kind != "PodMigrationJob"]
+
+
+@pytest.mark.parametrize("crd", WITH_QUANTITIES, ids=[k.kind for k in WITH_QUANTITIES])
 def test_quantities_are_int_or_string_and_non_negative(crd: CustomResource) -> None:
     quantities = [n for _, n in walk(schema_of(crd)) if n.get("x-kubernetes-int-or-string")]
     assert quantities
@@ -146,10 +149,21 @@ def test_quantities_are_int_or_string_and_non_negative(crd: CustomResource) -> N
         assert not re.fullmatch(node["pattern"], "-1")
 
 
+KEPT_AS_WRITTEN = (
+    ".spec.reservationOptions.template",
+    ".spec.reservationOptions.preemptionOptions",
+    ".spec.deleteOptions",
+    ".status.preemptedPodsReservation",
+)
+
+
 def test_unknown_fields_are_kept_only_in_the_pod_template() -> None:
     for crd in KINDS:
         for path, node in walk(schema_of(crd)):
-            if node.get("x-kubernetes-preserve-unknown-fields"):
+            if node.get("x-kubernetes-preserve-unknown-fields") and crd.kind == "PodMigrationJob":
+                # Koordinator's schemaless parts: a Reservation template, DeleteOptions.
+                assert path.startswith(KEPT_AS_WRITTEN), path
+            elif node.get("x-kubernetes-preserve-unknown-fields"):
                 assert crd.kind == "Reservation", path
                 assert path.startswith(".spec.template"), path
     template = node_at(schema_of(by_kind("Reservation")), ".spec.template")
@@ -370,6 +384,8 @@ def test_only_marked_fields_have_defaults() -> None:
     assert defaulted == {
         ("Reservation", ".spec.allocateOnce"),
         ("Reservation", ".spec.allocatePolicy"),
+        ("PodMigrationJob", ".spec.ttl"),
+        ("PodMigrationJob", ".spec.mode"),
         ("NodeMetric", ".spec"),
         ("NodeMetric", ".spec.metricCollectPolicy"),
         ("NodeMetric", ".spec.metricCollectPolicy.aggregateDurationSeconds"),

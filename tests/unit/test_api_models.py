@@ -696,6 +696,7 @@ def test_registry_lists_the_four_kinds() -> None:
         "ElasticQuota",
         "NodeMetric",
         "NodeResourceTopology",
+        "PodMigrationJob",
     ]
     assert by_kind("rsv").model is Reservation
     assert by_kind("ElasticQuota").plural == "elasticquotas"
@@ -705,7 +706,10 @@ def test_registry_lists_the_four_kinds() -> None:
         by_kind("Pod")
     for crd in KINDS:
         obj = crd.model.model_validate(
-            {"spec": {"template": {}, "owners": [{"object": {}}]}, "zones": []}
+            {
+                "spec": {"template": {}, "owners": [{"object": {}}], "podRef": {}},
+                "zones": [],
+            }
         )
         assert obj.api_version == crd.api_version
         assert obj.kind == crd.kind

@@ -12,7 +12,7 @@ import yaml
 from berth.cli import main
 from berth.demo import suite
 from berth.demo.console import StoryFailed, eventually, excerpt
-from berth.demo.install import MANIFESTS, local_scheduler_config
+from berth.demo.install import MANIFESTS, RESERVING_SCHEDULER, local_scheduler_config
 from berth.demo.stories import STORIES
 from berth.demo.summary import Outcome, table
 from berth.localcluster.paths import REPO_DIR
@@ -72,11 +72,18 @@ def test_berth_run_here_uses_the_installed_configuration_without_leader_election
     )
     local = yaml.safe_load(local_scheduler_config(tmp_path).read_text())
     assert local["leaderElection"] == {"leaderElect": False}
-    assert local["profiles"] == installed["profiles"]
+    assert local["profiles"][:1] == installed["profiles"]
+    # The second profile is the installed one with Story 1 on, for its story.
+    reserving = local["profiles"][1]
+    story_1 = {"name": "Reservation", "args": {"reservePreemptedCapacity": True}}
+    assert reserving["schedulerName"] == RESERVING_SCHEDULER
+    installed_args = installed["profiles"][0].get("pluginConfig", [])
+    assert reserving["pluginConfig"] == [*installed_args, story_1]
+    assert reserving["plugins"] == installed["profiles"][0]["plugins"]
 
 
-def test_the_stories_are_the_design_documents_five_in_order() -> None:
-    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e"]
+def test_the_stories_are_the_design_documents_and_why_pending_in_order() -> None:
+    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g"]
 
 
 def test_the_demo_needs_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:

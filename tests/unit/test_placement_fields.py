@@ -59,15 +59,29 @@ def test_device_claims_are_refused_by_name() -> None:
     )
 
 
-@pytest.mark.parametrize("source", sorted(PLACED_VOLUME_SOURCES))
-def test_volumes_that_steer_placement_are_refused_by_name(source: str) -> None:
-    message = refused(
-        {"volumes": [{"name": "cfg", "configMap": {"name": "c"}}, {"name": "data", source: {}}]}
-    )
-    assert message == (
-        "0/2 nodes are available: Berth does not place pods by their volumes: "
-        f"spec.volumes[1].{source} (volume 'data')."
-    )
+CLAIM_SOURCES = {
+    "persistentVolumeClaim": 'persistentvolumeclaim "missing" not found',
+    "ephemeral": (
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-data"'
+    ),
+}
+
+
+@pytest.mark.parametrize("source", sorted(PLACED_VOLUME_SOURCES - CLAIM_SOURCES.keys()))
+def test_inline_volumes_that_steer_placement_are_placed_by_the_volume_plugins(
+    source: str,
+) -> None:
+    env = make_env(node("n1"))
+    raw = pod("p", "100m")
+    raw["spec"]["volumes"] = [{"name": "data", source: {}}]
+    assert env.node_for(raw) == "n1"
+
+
+@pytest.mark.parametrize("source", sorted(CLAIM_SOURCES))
+def test_claims_are_looked_up_not_refused(source: str) -> None:
+    spec = {"claimName": "missing"} if source == "persistentVolumeClaim" else {}
+    message = refused({"volumes": [{"name": "data", source: spec}]})
+    assert message == f"0/2 nodes are available: {CLAIM_SOURCES[source]}."
 
 
 def test_volumes_without_placement_effect_are_fine() -> None:

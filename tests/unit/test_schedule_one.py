@@ -311,3 +311,42 @@ async def test_without_the_switch_no_reservation_is_made_for_a_preemptor() -> No
     loop.parts.events.on_pod("ADDED", berth_pod("stranger", "4", priority=1000))
     assert (await loop.attempt()).name == "stranger"
     assert ("bind", ("stranger", "n1")) in loop.writer.calls
+
+
+async def test_a_reservation_is_placed_like_its_templates_pod_anti_affinity_included() -> None:
+    host = "kubernetes.io/hostname"
+    web = pod("web", "1", node_name="n1", labels={"app": "web"})
+    busy = pod("busy", "2", node_name="n2")  # without the rule, n1 would score higher
+    loop = Loop(
+        node("n1", cpu="4", labels={host: "n1"}),
+        node("n2", cpu="4", labels={host: "n2"}),
+        web,
+        busy,
+        profile=RESERVATION_PROFILE,
+    )
+    apart = reservation("apart", "1")
+    apart["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": host}
+            ]
+        }
+    }
+    loop.parts.events.on_custom("Reservation")("ADDED", apart)
+    await loop.attempt()
+    (written,) = [c[1] for c in loop.writer.calls if c[0] == "reservation_status"]
+    assert written[1]["nodeName"] == "n2"
+
+
+async def test_a_reservation_annotation_berth_does_not_honour_is_refused_by_name() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    restricted = reservation("r", "1")
+    restricted["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-restricted-options": '{"resources": ["cpu"]}'
+    }
+    loop.parts.events.on_custom("Reservation")("ADDED", restricted)
+    assert loop.parts.placement is not None
+    await asyncio.gather(*loop.parts.placement._tasks)
+    (refusal,) = loop.writer.events("FailedScheduling")
+    assert "scheduling.koordinator.sh/reservation-restricted-options is not supported" in refusal
+    assert "rsv-r" not in loop.queue

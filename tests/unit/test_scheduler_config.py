@@ -70,6 +70,10 @@ DEFAULT_FILTERS = [
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
 ]
@@ -120,7 +124,7 @@ def test_no_file_runs_the_installed_profile() -> None:
     assert config == parse(yaml.safe_load(installed_text()))
     plugins = resolve(config.profiles[0])
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
-    assert names(plugins, "reserve") == ["CapacityScheduling", "Reservation"]
+    assert names(plugins, "reserve") == ["VolumeBinding", "CapacityScheduling", "Reservation"]
     assert "LoadAwareScheduling" in names(plugins, "filter")
     # kube-scheduler's queue defaults: podInitialBackoffSeconds 1, podMaxBackoffSeconds 10.
     assert config.pod_initial_backoff_seconds == 1
@@ -189,15 +193,19 @@ def test_capacity_scheduling_example_loads_as_written(tmp_path: Path) -> None:
     assert names(plugins, "preFilter") == [
         "PlacementFields",
         "NodeAffinity",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
         "CapacityScheduling",
     ]
     # postFilter's "*" drops DefaultPreemption: quota preemption replaces it.
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
-    assert names(plugins, "reserve") == ["CapacityScheduling"]
+    assert names(plugins, "reserve") == ["VolumeBinding", "CapacityScheduling"]
     capacity = plugins.instances["CapacityScheduling"]
-    assert plugins.at("preFilter")[-1] is capacity is plugins.at("reserve")[0]
+    assert plugins.at("preFilter")[-1] is capacity is plugins.at("reserve")[1]
 
 
 # -- plugins Berth does not have ------------------------------------------------------------
@@ -216,16 +224,16 @@ def test_unknown_plugin_lists_the_known_ones(point: str) -> None:
 @pytest.mark.parametrize("point", ["multiPoint", "filter", "score"])
 def test_kube_scheduler_plugin_berth_lacks_is_a_clear_error(point: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        resolved(plugins_at(point, enabled=[{"name": "VolumeBinding", "weight": 1}]))
-    assert "VolumeBinding" in str(caught.value)
+        resolved(plugins_at(point, enabled=[{"name": "DynamicResources", "weight": 1}]))
+    assert "DynamicResources" in str(caught.value)
     assert "not implemented" in str(caught.value)
 
 
 @pytest.mark.parametrize("point", ["multiPoint", "filter", "score"])
 def test_disabling_a_plugin_berth_lacks_is_accepted(point: str) -> None:
     # Common in real files (kube-scheduler's own default set includes it): disabling
-    # VolumeBinding asks for nothing Berth lacks.
-    plugins = resolved(plugins_at(point, disabled=[{"name": "VolumeBinding"}]))
+    # DynamicResources asks for nothing Berth lacks.
+    plugins = resolved(plugins_at(point, disabled=[{"name": "DynamicResources"}]))
     assert names(plugins, "filter") == DEFAULT_FILTERS
 
 
@@ -400,7 +408,7 @@ def test_the_installed_configuration_enables_quotas_and_load_awareness() -> None
     plugins = resolve(config.profiles[0])
     assert names(plugins, "postFilter") == ["CapacityScheduling"]
     assert "CapacityScheduling" in names(plugins, "preFilter")
-    assert names(plugins, "reserve") == ["CapacityScheduling", "Reservation"]
+    assert names(plugins, "reserve") == ["VolumeBinding", "CapacityScheduling", "Reservation"]
     assert "LoadAwareScheduling" in names(plugins, "filter")
     assert "LoadAwareScheduling" in names(plugins, "score")
     assert "NodeResourceTopologyMatch" in names(plugins, "filter")

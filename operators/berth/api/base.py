@@ -70,6 +70,17 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def epoch_seconds(value: Any) -> float | None:
+    """An RFC 3339 time from an object (``2024-01-01T00:00:00Z``) as epoch seconds; None
+    when it is absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with second precision, as ``metav1.Time`` is written."""
     return _as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from berth.api import elasticquota, nodemetric, noderesourcetopology, reservation
+from berth.api import (
+    elasticquota,
+    nodemetric,
+    noderesourcetopology,
+    podmigrationjob,
+    reservation,
+)
 from berth.api.resource import CustomResource
 
 __all__ = ["KINDS", "by_kind"]
@@ -15,6 +21,7 @@ KINDS: Final[tuple[CustomResource, ...]] = (
     elasticquota.CRD,
     nodemetric.CRD,
     noderesourcetopology.CRD,
+    podmigrationjob.CRD,
 )
 
 

@@ -37,6 +37,8 @@ class Components:
     state: Path
     agent_node: str
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # berth run's HTTP address (probes, metrics, decision records), once started.
+    scheduler_url: str = ""
 
     @property
     def _pidfile(self) -> Path:
@@ -45,6 +47,7 @@ class Components:
     def start(self, scheduler_config: Path, say: Callable[[str], None]) -> None:
         """``berth run`` until it is ready (informers synced), then the agent."""
         port = _free_port()
+        self.scheduler_url = f"http://127.0.0.1:{port}"
         say(f"starting berth run (scheduler and operators) here; log in {self._log('run')}")
         self._spawn(
             "run",

@@ -41,6 +41,13 @@ class Console:
     ) -> str:
         """kubectl, shown: the command, then its output (only ``sections`` of it if given)."""
         output = self.kubectl(*args, stdin=stdin)
+        return self._shown(args, output, note, sections)
+
+    def show_plugin(self, name: str, *args: str) -> str:
+        """A kubectl plugin, shown like any kubectl command."""
+        return self._shown((name, *args), self.kubectl.plugin(name, *args), "", ())
+
+    def _shown(self, args: tuple[str, ...], output: str, note: str, sections: Iterable[str]) -> str:
         wanted = tuple(sections)
         comment = note or (f"excerpt: {', '.join(s.rstrip(':') for s in wanted)}" if wanted else "")
         command = shlex.join(["kubectl", *(_relative(a) for a in args)])

@@ -4,6 +4,7 @@ controller, running here as one process, does without leader election."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -59,11 +60,25 @@ def report_often(console: Console, node: str, say: Callable[[str], None]) -> Non
     console.run("-n", NAMESPACE, "patch", "configmap", "slo-controller-config", "-p", patch)
 
 
+# The demo's profile with Story 1 on (docs/reservation.md, preemption with a reservation).
+RESERVING_SCHEDULER = "berth-scheduler-reserving"
+
+
 def local_scheduler_config(directory: Path) -> Path:
-    """The installed scheduler configuration, leader election off: one process runs here."""
+    """The installed scheduler configuration, leader election off: one process runs here.
+
+    A second profile, the installed one with Story 1 switched on (the Reservation plugin's
+    ``reservePreemptedCapacity``), serves the preemption-with-a-reservation story.
+    """
     configmap = yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())
     config = yaml.safe_load(configmap["data"]["scheduler-config.yaml"])
     config["leaderElection"] = {"leaderElect": False}
+    reserving = copy.deepcopy(config["profiles"][0])
+    reserving["schedulerName"] = RESERVING_SCHEDULER
+    reserving.setdefault("pluginConfig", []).append(
+        {"name": "Reservation", "args": {"reservePreemptedCapacity": True}}
+    )
+    config["profiles"].append(reserving)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "scheduler-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))

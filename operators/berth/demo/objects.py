@@ -133,3 +133,13 @@ def pod(name: str, namespace: str, cpu_request: str, **spec: Any) -> Json:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"schedulerName": "berth-scheduler", "containers": [container], **spec},
     }
+
+
+def priority_class(name: str, value: int, description: str) -> Json:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "description": description,
+    }

@@ -3,10 +3,13 @@ story played and timed, the summary, and everything stopped again unless ``--kee
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from berth.demo.components import Components, DemoError
 from berth.demo.console import Console, StoryFailed
@@ -46,7 +49,9 @@ def demo(options: DemoOptions, say: Callable[[str], None]) -> int:
         install(console, say)
         report_often(console, nodes[0], say)
         components.start(local_scheduler_config(state), say)
-        context = Context(console, say, nodes)
+        # `kubectl berth` is the plugin installed beside berth: kubectl finds it on PATH.
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        context = Context(console, say, nodes, components.scheduler_url)
         outcomes += [_play(story, context) for story in STORIES]
     except DemoError as err:
         say(f"error: {err}")

@@ -16,6 +16,8 @@ class Context:
     console: Console
     say: Callable[[str], None]
     nodes: tuple[str, ...]
+    # Where `berth run` (started here) serves its decision records.
+    scheduler_url: str = ""
 
     @property
     def agent_node(self) -> str:

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -56,22 +57,31 @@ def default_namespace(kubeconfig: str | None, context: str | None) -> str:
 class Cluster:
     """The API server (and the scheduler behind it) for one command."""
 
-    def __init__(self, api: ApiClient, scheduler: ServiceRef) -> None:
+    def __init__(
+        self, api: ApiClient, scheduler: ServiceRef, scheduler_url: str | None = None
+    ) -> None:
         self.api = api
         self.core = CoreV1Api(api)
         self.custom = CustomObjectsApi(api)
         self.scheduler = scheduler
+        # The scheduler's own HTTP address (a `kubectl port-forward`, or a scheduler run
+        # outside the cluster), read directly instead of through the service proxy.
+        self.scheduler_url = scheduler_url
 
     @classmethod
     async def connect(
-        cls, kubeconfig: str | None, context: str | None, scheduler: ServiceRef
+        cls,
+        kubeconfig: str | None,
+        context: str | None,
+        scheduler: ServiceRef,
+        scheduler_url: str | None = None,
     ) -> Cluster:
         _check_kubeconfig(kubeconfig)
         try:
             configuration = await load_configuration(kubeconfig, context)
         except Exception as err:
             raise PluginError(f"cannot load kubeconfig: {err}") from err
-        return cls(api_client(configuration), scheduler)
+        return cls(api_client(configuration), scheduler, scheduler_url)
 
     async def close(self) -> None:
         await self.api.close()
@@ -123,6 +133,8 @@ class Cluster:
         """The pod's decision record from the scheduler; None when it has none."""
         service = self.scheduler
         path = f"debug/pods/{namespace}/{name}"
+        if self.scheduler_url is not None:
+            return await direct_decision(self.scheduler_url, path)
         for attempt in range(STANDBY_RETRIES):
             try:
                 response = await checked(
@@ -184,3 +196,22 @@ def scheduler_error(service: ServiceRef, err: ApiException, body: dict[str, Any]
     if err.status == 404:
         return f"scheduler unreachable: {where} not found ({message})"
     return f"scheduler unreachable through {where}: {message}"
+
+
+async def direct_decision(url: str, path: str) -> dict[str, Any] | None:
+    """The decision record read from the scheduler's own address."""
+    target = f"{url.rstrip('/')}/{path}"
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+            session.get(target) as response,
+        ):
+            body = _json(await response.read())
+            if response.status == 404 and "error" in body:
+                return None
+            if response.status != 200:
+                detail = body.get("error") or response.reason
+                raise PluginError(f"scheduler at {url} answered {response.status}: {detail}")
+            return body
+    except aiohttp.ClientError as err:
+        raise PluginError(f"scheduler unreachable at {url}: {err}") from err

@@ -50,6 +50,11 @@ def parser() -> argparse.ArgumentParser:
         help="the scheduler's Service as NAMESPACE/NAME[:PORT], reached through the API "
         f"server's service proxy (default {DEFAULT_SCHEDULER_SERVICE})",
     )
+    common.add_argument(
+        "--scheduler-url",
+        help="read the scheduler at this address instead (e.g. http://127.0.0.1:10251 after "
+        "`kubectl port-forward`, or a scheduler run outside the cluster)",
+    )
     main = argparse.ArgumentParser(
         prog="kubectl berth", description="What Berth decided, holds and sees."
     )
@@ -85,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def run(options: argparse.Namespace) -> str:
     service = ServiceRef.parse(options.scheduler_service)
-    cluster = await Cluster.connect(options.kubeconfig, options.context, service)
+    cluster = await Cluster.connect(
+        options.kubeconfig, options.context, service, options.scheduler_url
+    )
     try:
         namespace = options.namespace or default_namespace(options.kubeconfig, options.context)
         if options.command == "why":

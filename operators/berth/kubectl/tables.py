@@ -4,9 +4,9 @@ the rows as kubectl-style columns. Pure: the objects come in as JSON."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
+from berth.api.base import epoch_seconds
 from berth.loadaware.args import LoadAwareArgs, ThresholdsAnnotationError, node_profile
 from berth.podresources import CPU, MEMORY, resource_list
 from berth.quota.usage import format_units
@@ -151,7 +151,7 @@ def top_rows(
             row[f"{resource}_over"] = bool(
                 percent is not None and threshold and percent > threshold
             )
-        updated = _timestamp(status.get("updateTime"))
+        updated = epoch_seconds(status.get("updateTime"))
         age = None if updated is None else max(0.0, now - updated)
         row["age"] = "never" if age is None else f"{age:.0f}s"
         expired = age is not None and age > args.node_metric_expiration_seconds
@@ -184,12 +184,3 @@ TOP_HEADERS = (
 def _key(obj: Json) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace") or "", meta.get("name") or "")
-
-
-def _timestamp(value: Any) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

@@ -29,7 +29,7 @@ DEFAULT_FACTORS = {CPU: 85, MEMORY: 70}
 def _percentages(values: dict[str, int], low: int = 0) -> dict[str, int]:
     for name, value in values.items():
         if not low <= value <= 100:
-            raise ValueError(f"{name}: {value} is not in {low}-100")
+            raise ValueError(f"{name}: {value} is not a percentage ({low}-100)")
     return values
 
 

@@ -21,8 +21,20 @@ class Kubectl:
         self.binary = binary or _find_kubectl()
 
     def __call__(self, *args: str, stdin: str | None = None, timeout: float = 180) -> str:
+        return self._run(
+            [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args], stdin, timeout
+        )
+
+    def plugin(self, name: str, *args: str, timeout: float = 180) -> str:
+        """A kubectl plugin (``kubectl NAME ...``): kubectl takes no flags before its name,
+        so the kubeconfig goes after, for the plugin to read."""
+        argv = [str(self.binary), name, *args, f"--kubeconfig={self.kubeconfig}"]
+        return self._run(argv, None, timeout)
+
+    def _run(self, argv: list[str], stdin: str | None, timeout: float) -> str:
+        args = [a for a in argv[1:] if not a.startswith("--kubeconfig=")]
         result = subprocess.run(
-            [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
+            argv,
             input=stdin,
             capture_output=True,
             text=True,

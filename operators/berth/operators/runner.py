@@ -17,6 +17,7 @@ from berth.operators.registry import REGISTRY
 OPERATOR_MODULES: tuple[str, ...] = (
     "berth.operators.elasticquota",
     "berth.operators.nodemetric",
+    "berth.operators.podmigrationjob",
     "berth.operators.reservation",
 )
 
@@ -53,8 +54,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
 
 
-async def run_operators(configuration: Configuration, stop: asyncio.Event) -> None:
-    """Run every operator module until ``stop`` is set.
+async def run_operators(configuration: Configuration, stop: asyncio.Event, **memo: Any) -> None:
+    """Run every operator module until ``stop`` is set; ``memo`` is handed to all of them
+    (e.g. the metrics they count into).
 
     Standalone: only the elected leader of ``berth run`` runs the operators, so Kopf's own
     peering is not needed.
@@ -69,5 +71,5 @@ async def run_operators(configuration: Configuration, stop: asyncio.Event) -> No
         clusterwide=True,
         standalone=True,
         stop_flag=stop,
-        memo=kopf.Memo(configuration=configuration),
+        memo=kopf.Memo(configuration=configuration, **memo),
     )

@@ -30,6 +30,7 @@ from berth.scheduler.placement import (
     ReservationPlacement,
     no_reservation_plugin,
     pending,
+    unsupported_annotations,
 )
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
@@ -99,6 +100,38 @@ class EventHandlers:
         self.view.on_pdb(event, obj)
         self._requeue(ClusterEvent(POD_DISRUPTION_BUDGET, _action(event)), None, obj)
 
+    # Volume kinds: the store keeps them parsed; hints see the parsed objects.
+
+    def on_pv(self, event: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        old = self.view.volumes.pvs.get(key)
+        cluster_event = self.view.volumes.on_pv(event, obj)
+        self._requeue(cluster_event, old, self.view.volumes.pvs.get(key))
+
+    def on_pvc(self, event: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        old = self.view.volumes.pvcs.get(key)
+        cluster_event = self.view.volumes.on_pvc(event, obj)
+        self._requeue(cluster_event, old, self.view.volumes.pvcs.get(key))
+
+    def on_storage_class(self, event: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        old = self.view.volumes.classes.get(key)
+        cluster_event = self.view.volumes.on_storage_class(event, obj)
+        self._requeue(cluster_event, old, self.view.volumes.classes.get(key))
+
+    def on_csi_node(self, event: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        old = self.view.volumes.csi_nodes.get(key)
+        cluster_event = self.view.volumes.on_csi_node(event, obj)
+        self._requeue(cluster_event, old, self.view.volumes.csi_nodes.get(key))
+
+    def on_csi_driver(self, event: str, obj: dict[str, Any]) -> None:
+        self._requeue(self.view.volumes.on_csi_driver(event, obj), None, obj)
+
+    def on_storage_capacity(self, event: str, obj: dict[str, Any]) -> None:
+        self._requeue(self.view.volumes.on_storage_capacity(event, obj), None, obj)
+
     def on_custom(self, kind: str) -> Handler:
         """The handler of one custom kind's watch."""
 
@@ -160,7 +193,7 @@ class EventHandlers:
             return  # another scheduler's reservation
         if uid in self.book.held or uid in self.view.assumed:
             return  # placed a moment ago; the watch has not caught up
-        refusal = NO_REQUESTS if not pod.requests else ""
+        refusal = NO_REQUESTS if not pod.requests else unsupported_annotations(obj)
         if not framework.has(RESERVATION_PLUGIN):
             refusal = no_reservation_plugin(framework.name)
         if refusal:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from berth.api.base import epoch_seconds
 from berth.podresources import CPU, Resources, resource_list
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ class FeatureCollector(Collector):
     def _node_metrics(self, families: dict[str, GaugeMetricFamily]) -> None:
         now = self.clock()
         for obj in self.view.custom.get("NodeMetric", {}).values():
-            updated = _timestamp((obj.get("status") or {}).get("updateTime"))
+            updated = epoch_seconds((obj.get("status") or {}).get("updateTime"))
             if updated is not None:
                 name = (obj.get("metadata") or {}).get("name") or ""
                 families["berth_nodemetric_report_age_seconds"].add_metric(
@@ -299,12 +299,3 @@ class FeatureCollector(Collector):
             families["berth_numa_pending_ledger_requests"].add_metric(
                 [resource], base_units(resource, value)
             )
-
-
-def _timestamp(value: Any) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

@@ -52,6 +52,22 @@ def _text(resources: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(as_resource_list(resources).items()))
 
 
+# Koordinator annotations on a Reservation that Berth does not honour: refused by name.
+UNSUPPORTED_ANNOTATIONS = ("scheduling.koordinator.sh/reservation-restricted-options",)
+
+
+def unsupported_annotations(obj: dict[str, Any]) -> str:
+    """Why a reservation is refused for an annotation Berth does not honour, or ""."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    found = [a for a in UNSUPPORTED_ANNOTATIONS if a in annotations]
+    if not found:
+        return ""
+    return (
+        f"annotation {', '.join(found)} is not supported by Berth: a Restricted reservation "
+        "restricts every resource it holds; remove the annotation"
+    )
+
+
 def no_reservation_plugin(profile: str) -> str:
     return (
         f"scheduler profile {profile!r} does not enable the {RESERVATION_PLUGIN} plugin, "

@@ -21,6 +21,7 @@ from berth.scheduler.podterms import (
     image_names,
     spread_constraints,
 )
+from berth.scheduler.podvolumes import NO_VOLUMES, PodVolumes, pod_volumes
 
 PREEMPTION_REASON = "PreemptionByScheduler"
 
@@ -100,6 +101,8 @@ class PodInfo:
     spread: tuple[SpreadConstraint, ...] = ()
     # Container images (init and app), normalized with ``:latest``.
     images: tuple[str, ...] = ()
+    # spec.volumes: claims, unshareable disks, migrated in-tree disks.
+    volumes: PodVolumes = NO_VOLUMES
     # The Reservation object this pod stands for (its template being placed, or the
     # capacity it holds on a node); None for real pods.
     reservation: dict[str, Any] | None = None
@@ -195,4 +198,5 @@ class PodInfo:
             pod_affinity=PodAffinity.parse(spec.get("affinity") or {}, namespace),
             spread=spread_constraints(spec, labels),
             images=image_names(spec),
+            volumes=pod_volumes(meta.get("name") or "", spec),
         )

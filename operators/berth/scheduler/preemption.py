@@ -190,11 +190,11 @@ class Evaluator:
         """
         runner = self.handle.runner
         assumed = self.handle.view.assumed
-        shielded = self.handle.reservations.shielded_from(pod)  # reserved capacity stays
+        book = self.handle.reservations  # reserved capacity stays, and its owners
         potential = [
             p
             for p in policy.potential_victims(pod, row)
-            if p.uid not in assumed and not is_reservation(p) and p.uid not in shielded
+            if p.uid not in assumed and not is_reservation(p) and not book.shields(p, pod)
         ]
         if not potential:
             return (NO_VICTIMS,)

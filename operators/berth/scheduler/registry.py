@@ -24,11 +24,15 @@ from berth.scheduler.plugins.nodeports import NodePorts
 from berth.scheduler.plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from berth.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from berth.scheduler.plugins.placementfields import PlacementFields
 from berth.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from berth.scheduler.plugins.reservation import Reservation
 from berth.scheduler.plugins.schedulinggates import SchedulingGates
 from berth.scheduler.plugins.tainttoleration import TaintToleration
+from berth.scheduler.plugins.volumebinding.plugin import VolumeBinding
+from berth.scheduler.plugins.volumerestrictions import VolumeRestrictions
+from berth.scheduler.plugins.volumezone import VolumeZone
 from berth.scheduler.reservations import ReservationBook
 from berth.scheduler.runtime import Framework
 from berth.scheduler.view import ClusterView
@@ -47,6 +51,10 @@ PLUGINS: dict[str, type[Plugin]] = {
         NodePorts,
         NodeResourcesFit,
         NodeResourcesBalancedAllocation,
+        VolumeRestrictions,
+        NodeVolumeLimits,
+        VolumeBinding,
+        VolumeZone,
         PodTopologySpread,
         InterPodAffinity,
         ImageLocality,
@@ -74,6 +82,10 @@ DEFAULTS: tuple[PluginRef, ...] = (
     PluginRef(name="NodeAffinity", weight=2),
     PluginRef(name="NodePorts"),
     PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="VolumeRestrictions"),
+    PluginRef(name="NodeVolumeLimits"),
+    PluginRef(name="VolumeBinding"),
+    PluginRef(name="VolumeZone"),
     PluginRef(name="PodTopologySpread", weight=2),
     PluginRef(name="InterPodAffinity", weight=2),
     PluginRef(name="DefaultPreemption"),
@@ -85,10 +97,6 @@ DEFAULTS: tuple[PluginRef, ...] = (
 # kube-scheduler plugins Berth does not implement: named in the error so users know.
 NOT_IMPLEMENTED = frozenset(
     {
-        "VolumeBinding",
-        "VolumeRestrictions",
-        "VolumeZone",
-        "NodeVolumeLimits",
         "DynamicResources",
     }
 )

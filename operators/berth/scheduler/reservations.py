@@ -41,7 +41,9 @@ def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]
         "kind": "Pod",
         "metadata": {
             "name": meta.get("name", ""),
-            "namespace": "",
+            # Koordinator's reading: the template's namespace, else "default" (so the
+            # template's pod (anti-)affinity and spread terms see the pods they name).
+            "namespace": (template.get("metadata") or {}).get("namespace") or "default",
             "uid": meta.get("uid", ""),
             "creationTimestamp": meta.get("creationTimestamp"),
             "labels": dict((template.get("metadata") or {}).get("labels") or {}),
@@ -237,16 +239,34 @@ class ReservationBook:
             if held.node == node and held.counted is None:
                 self._count(held)
 
-    def shielded_from(self, pod: PodInfo) -> set[str]:
-        """Owners whose eviction would free nothing for ``pod``: their share goes back to a
-        reservation ``pod`` may not use, so they are never its preemption victims."""
-        facts = facts_of(pod.raw)
-        return {
-            uid
-            for held in self.held.values()
-            if not held.used_up and not is_owner(held.reservation, facts)
-            for uid in held.owners
-        }
+    def shields(self, victim: PodInfo, preemptor: PodInfo) -> bool:
+        """Whether ``victim`` was placed through a reservation (an owner it carries the
+        annotation of) that ``preemptor`` is not an owner of: then it is never the
+        preemptor's victim, whatever the reservation's phase, while the reservation exists.
+        Its share would go back to a reservation the preemptor may not use, or, once an
+        allocateOnce reservation has ended, it still holds what was reserved for it."""
+        # The watch's latest version: the node table may hold the pod as it was assumed,
+        # before the binding and the annotation written with it came back.
+        current = self.view.pods.get(victim.uid, victim)
+        found = owner_pod(current.raw)
+        if found is None:
+            return False
+        name, owner = found
+        uid = owner.reservation_uid or self.by_name.get(name, "")
+        held = self.held.get(uid)
+        if held is not None:
+            reservation = held.reservation
+        else:
+            obj = self.view.custom.get(KIND, {}).get(name)
+            if obj is None or (owner.reservation_uid and obj["metadata"].get("uid") != uid):
+                return False
+            try:
+                reservation = Reservation.model_validate(obj)
+            except ValueError:
+                return False
+        return is_owner(reservation, owner.facts) and not is_owner(
+            reservation, facts_of(preemptor.raw)
+        )
 
     def on(self, node: str) -> list[Held]:
         return [h for h in self.held.values() if h.node == node]

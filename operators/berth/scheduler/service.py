@@ -19,6 +19,7 @@ from kubernetes_asyncio.client import (
     CustomObjectsApi,
     PolicyV1Api,
     SchedulingV1Api,
+    StorageV1Api,
 )
 
 from berth import log
@@ -86,6 +87,7 @@ class Scheduler:
                 events.on_pdb,
             ),
             *self._owner_informers(api),
+            *self._volume_informers(api),
         ]
         # Berth's own kinds: scheduling waits until each is listed (quotas must be known
         # before the first pod is admitted) or found not served, so a cluster without the
@@ -123,6 +125,27 @@ class Scheduler:
                 "statefulsets",
                 apps.list_stateful_set_for_all_namespaces,
                 owners.handler(STATEFUL_SET),
+            ),
+        ]
+
+    def _volume_informers(self, api: ApiClient) -> list[Informer]:
+        """What the volume plugins place pods by: volumes, claims, classes, CSI nodes and
+        drivers, storage capacities."""
+        core, storage, events = CoreV1Api(api), StorageV1Api(api), self.events
+        return [
+            Informer("persistentvolumes", core.list_persistent_volume, events.on_pv),
+            Informer(
+                "persistentvolumeclaims",
+                core.list_persistent_volume_claim_for_all_namespaces,
+                events.on_pvc,
+            ),
+            Informer("storageclasses", storage.list_storage_class, events.on_storage_class),
+            Informer("csinodes", storage.list_csi_node, events.on_csi_node),
+            Informer("csidrivers", storage.list_csi_driver, events.on_csi_driver),
+            Informer(
+                "csistoragecapacities",
+                storage.list_csi_storage_capacity_for_all_namespaces,
+                events.on_storage_capacity,
             ),
         ]
 

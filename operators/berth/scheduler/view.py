@@ -23,6 +23,7 @@ from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEvent
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.selectorowners import SelectorOwners
+from berth.scheduler.volumestore import VolumeStore
 
 logger = log.get(__name__)
 
@@ -43,6 +44,8 @@ class ClusterView:
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Services, controllers and namespace labels (topology spread defaults, affinity terms).
     owners: SelectorOwners = field(default_factory=SelectorOwners)
+    # PersistentVolumes, claims, StorageClasses and CSINodes (the volume plugins).
+    volumes: VolumeStore = field(default_factory=VolumeStore)
     # Berth's custom resources by kind (Reservation, ElasticQuota, ...), then by key.
     custom: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     # Bumped on every change of a custom kind: plugins rebuild what they derive from it.

@@ -407,3 +407,27 @@ def test_reservation_plugin_args_are_checked_by_name() -> None:
     zero = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": ttl}]}
     with pytest.raises(ConfigError, match="preemptionReservationTTL must be above 0s"):
         make_env(profile=zero)
+
+
+def test_an_owner_stays_shielded_after_its_allocate_once_reservation_succeeded() -> None:
+    done = reservation("r", "3", once=True, phase="Succeeded")
+    made = make_env(
+        node("n1", cpu="4"), done, owner_in(web("w1", "3", node_name="n1"), "r"), profile=PROFILE
+    )
+    assert "rsv-r" not in made.book.held  # ended: it holds nothing any more
+    assert candidates(made, pod("stranger", "2", priority=1000)) == []
+    # Once the reservation is gone, w1 is an ordinary pod again.
+    made.events.on_custom("Reservation")("DELETED", done)
+    assert candidates(made, pod("stranger", "2", priority=1000)) == [["w1"]]
+
+
+def test_an_owner_placed_here_is_shielded_once_the_watch_shows_its_annotation() -> None:
+    """The node table keeps the pod as it was assumed (no annotation yet); the shield reads
+    the watch's latest version of it."""
+    made = make_env(node("n1", cpu="4"), reservation("r", "3", once=True), profile=PROFILE)
+    assert place(made, web("w1", "3")) == ("n1", "r")
+    made.events.on_pod("MODIFIED", owner_in(web("w1", "3", node_name="n1"), "r"))
+    made.events.on_custom("Reservation")(
+        "MODIFIED", reservation("r", "3", once=True, phase="Succeeded")
+    )
+    assert candidates(made, pod("stranger", "2", priority=1000)) == []

@@ -1,6 +1,14 @@
 """The design documents' stories, in the order the demo plays them."""
 
-from berth.demo.stories import burst, expiry, quota, scale_up, stranger
+from berth.demo.stories import (
+    burst,
+    expiry,
+    preemptor_reservation,
+    quota,
+    scale_up,
+    stranger,
+    why_pending,
+)
 from berth.demo.story import Story
 
 STORIES: tuple[Story, ...] = (
@@ -9,6 +17,8 @@ STORIES: tuple[Story, ...] = (
     quota.STORY,
     burst.STORY,
     expiry.STORY,
+    preemptor_reservation.STORY,
+    why_pending.STORY,
 )
 
 __all__ = ["STORIES"]

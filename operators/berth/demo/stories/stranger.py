@@ -8,7 +8,6 @@ from berth.demo.console import check, eventually
 from berth.demo.objects import (
     EXAMPLES,
     POD_COLUMNS,
-    Json,
     allocated_to,
     apply,
     apply_made,
@@ -17,6 +16,7 @@ from berth.demo.objects import (
     live_pods,
     node_of,
     pod,
+    priority_class,
     status,
     wait_phase,
 )
@@ -42,7 +42,15 @@ def play(ctx: Context) -> None:
             f"a stranger of priority {HIGH} asks for {wanted} of {node}'s {allocatable} cpu: "
             f"more than is free once the {reserved} reserved are set aside"
         )
-        apply_made(console, _priority_class(), f"PriorityClass {PRIORITY_CLASS}, value {HIGH}")
+        apply_made(
+            console,
+            priority_class(
+                PRIORITY_CLASS,
+                HIGH,
+                "The demo's stranger: more important than anything else running.",
+            ),
+            f"PriorityClass {PRIORITY_CLASS}, value {HIGH}",
+        )
         stranger = pod("vip", "default", str(wanted), priorityClassName=PRIORITY_CLASS)
         stranger["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
         apply_made(console, stranger, f"Pod vip: {wanted} cpu on {node}, priority {HIGH}")
@@ -71,16 +79,6 @@ def play(ctx: Context) -> None:
         console.run("delete", "pod", "vip", "critical-job", "--ignore-not-found")
         console.run("delete", "-f", str(FILE), "--ignore-not-found")
         console.run("delete", "priorityclass", PRIORITY_CLASS, "--ignore-not-found")
-
-
-def _priority_class() -> Json:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": PRIORITY_CLASS},
-        "value": HIGH,
-        "description": "The demo's stranger: more important than anything else running.",
-    }
 
 
 STORY = Story("b", "a higher-priority stranger refused", play)

@@ -278,6 +278,9 @@ class CapacityScheduling(Plugin):
     # -- PreFilter / Reserve ---------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        if pod.reservation is not None:  # a Reservation is not charged to a namespace's quota
+            state.data[self.name] = None
+            return SUCCESS
         self._refresh_quotas()
         verdict = self._tree_pre_filter(state, pod)
         if verdict is not None:

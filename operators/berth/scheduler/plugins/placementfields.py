@@ -1,11 +1,10 @@
 """PlacementFields: a pod that asks for placement Berth does not provide is refused, by name.
 
-kube-scheduler honours a pod's volumes (binding, zones, attach limits, ReadWriteOncePod),
-device claims and workload gangs when it places the pod; binding such a pod while
-ignoring them would put it where it cannot run. Until Berth implements them, such a pod
-stays Pending, Unschedulable, with a message naming the field. ``HONOURED`` and
-``NOT_PLACEMENT`` say what Berth does with every other PodSpec field (a unit test walks
-the API's PodSpec so a new field cannot go unclassified).
+kube-scheduler honours a pod's device claims and workload gangs when it places the pod;
+binding such a pod while ignoring them would put it where it cannot run. Until Berth
+implements them, such a pod stays Pending, Unschedulable, with a message naming the
+field. ``HONOURED`` and ``NOT_PLACEMENT`` say what Berth does with every other PodSpec
+field (a unit test walks the API's PodSpec so a new field cannot go unclassified).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ HONOURED = frozenset(
         "schedulingGates",
         "tolerations",
         "topologySpreadConstraints",
-        "volumes",  # the sources below without placement effect
+        "volumes",  # PLACED_VOLUME_SOURCES by the volume plugins; the others have no say
     }
 )
 # PodSpec fields that make Berth refuse the pod while it does not implement them.
@@ -72,13 +71,13 @@ NOT_PLACEMENT = frozenset(
         "terminationGracePeriodSeconds",
     }
 )
-# Volume sources kube-scheduler's volume plugins place by (VolumeBinding, VolumeZone,
-# VolumeRestrictions, NodeVolumeLimits with CSI-migratable in-tree disks).
+# Volume sources the volume plugins place by, as kube-scheduler's: claims (VolumeBinding,
+# VolumeZone, VolumeRestrictions, NodeVolumeLimits), unshareable disks
+# (VolumeRestrictions) and CSI-migratable in-tree disks (NodeVolumeLimits).
 PLACED_VOLUME_SOURCES = frozenset(
     {
         "persistentVolumeClaim",
         "ephemeral",
-        "csi",
         "gcePersistentDisk",
         "awsElasticBlockStore",
         "azureDisk",
@@ -90,8 +89,10 @@ PLACED_VOLUME_SOURCES = frozenset(
         "rbd",
     }
 )
+# Inline CSI volumes are ephemeral, never attached: no plugin counts them.
 UNPLACED_VOLUME_SOURCES = frozenset(
     {
+        "csi",
         "configMap",
         "secret",
         "downwardAPI",
@@ -116,14 +117,7 @@ UNPLACED_VOLUME_SOURCES = frozenset(
 
 def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
     """Why Berth will not place a pod with this spec, one message per field; () if none."""
-    found = [message for name, message in REFUSED.items() if spec.get(name)]
-    for i, volume in enumerate(spec.get("volumes") or ()):
-        for source in PLACED_VOLUME_SOURCES & volume.keys():
-            found.append(
-                f"Berth does not place pods by their volumes: spec.volumes[{i}].{source} "
-                f"(volume {volume.get('name')!r})"
-            )
-    return tuple(found)
+    return tuple(message for name, message in REFUSED.items() if spec.get(name))
 
 
 class PlacementFields(Plugin):

@@ -1,0 +1,67 @@
+"""Why is my pod pending? (docs/troubleshooting.md): `kubectl berth why` prints the decision
+the scheduler actually made, with its numbers, for a pod refused by its quota's max and for
+one refused by its node's reported load."""
+
+from __future__ import annotations
+
+import json
+
+from berth.demo.console import Console, check, eventually
+from berth.demo.objects import Json, apply_made, events, pod
+from berth.demo.story import Context, Story
+from berth.loadaware.args import THRESHOLDS_ANNOTATION
+
+NAMESPACE = "demo-why"
+
+
+def play(ctx: Context) -> None:
+    console = ctx.console
+    node = ctx.agent_node
+    try:
+        apply_made(console, _namespace(), f"Namespace {NAMESPACE}")
+        apply_made(console, _quota(), "ElasticQuota: min 1 cpu, max 2 cpu")
+        ctx.say("a pod asking 3 cpu in a namespace whose quota allows at most 2")
+        apply_made(console, pod("over-quota", NAMESPACE, "3"), "Pod over-quota: 3 cpu")
+        report = _why(ctx, console, "over-quota")
+        check("is more than Max (cpu: 0 used + 3 requested > 2)" in report, report)
+        check("verdict: OverMax on cpu" in report, report)
+        ctx.say(f"{node}'s reported cpu usage against a threshold of 1% set on the node")
+        thresholds = json.dumps({"usageThresholds": {"cpu": 1}})
+        console.run(
+            "annotate", "node", node, f"{THRESHOLDS_ANNOTATION}={thresholds}", "--overwrite"
+        )
+        hot = pod("hot", NAMESPACE, "100m")
+        hot["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        apply_made(console, hot, f"Pod hot: 100m cpu, only on {node}")
+        report = _why(ctx, console, "hot")
+        check("LoadAwareScheduling" in report, report)
+        check("wait for the load to drop" in report, report)
+    finally:
+        console.run("annotate", "node", node, f"{THRESHOLDS_ANNOTATION}-")
+        console.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+
+
+def _why(ctx: Context, console: Console, name: str) -> str:
+    def refused() -> str | None:
+        return None if events(console, NAMESPACE, name, "FailedScheduling") else "not yet"
+
+    eventually(f"{name} refused", refused)
+    return console.show_plugin(
+        "berth", "why", name, "-n", NAMESPACE, "--scheduler-url", ctx.scheduler_url
+    )
+
+
+def _namespace() -> Json:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+
+
+def _quota() -> Json:
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "quota", "namespace": NAMESPACE},
+        "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
+    }
+
+
+STORY = Story("g", "why is my pod pending? (kubectl berth why)", play)

@@ -1,0 +1,2 @@
+"""The load-aware descheduler: LowNodeLoad finds hot nodes and moves pods off them with
+PodMigrationJobs, configured as Koordinator's descheduler is."""

@@ -1,0 +1,1 @@
+"""Pod migration: the PodMigrationJob phase logic, its arbitration and limits, pure."""

@@ -1,0 +1,609 @@
+"""PodMigrationJob operator: arbitration, reservation, eviction, following the replacement.
+
+The handlers only mark jobs; one worker takes marked and due jobs one at a time, reads what
+is true now (job, pod, reservation, replacement), asks :func:`berth.migration.steps.decide`
+for the next step and carries out at most one action. One job at a time keeps arbitration's
+counts exact: every count is read from the jobs themselves after the previous write.
+
+Nothing lives only in memory (except the eviction rate bucket and retry times): a restart
+reads the same facts and takes the same step. Every write carries the resourceVersion it
+was decided from; a 409 means the job changed meanwhile and its watch event brings it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import kopf
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from berth import log
+from berth.api.podmigrationjob import (
+    TERMINAL_PHASES,
+    PodMigrationJob,
+    PodMigrationJobConditionType,
+    PodMigrationJobPhase,
+    PodMigrationJobReason,
+)
+from berth.api.reservation import GROUP, VERSION, Reservation
+from berth.kube.client import api_client, succeeded
+from berth.kube.events import event_body, post_event
+from berth.kube.write import ApiWriter
+from berth.migration.arbitration import Passed, Workload, hold, passed_annotations, passed_of
+from berth.migration.args import MigrationControllerArgs
+from berth.migration.filters import controller_of, refusal
+from berth.migration.metrics import MigrationMetrics
+from berth.migration.ratelimit import TokenBucket
+from berth.migration.reservation import JOB_LABEL, owned_by, reservation_for
+from berth.migration.steps import (
+    RECHECK,
+    RETRY_EVICTION,
+    Action,
+    Facts,
+    decide,
+    eviction_refused,
+    eviction_requested,
+    forbidden,
+    held,
+    reservation_created,
+    reservation_not_created,
+    started,
+)
+from berth.operators.registry import REGISTRY
+from berth.reservation.lifecycle import Event
+from berth.reservation.owners import ALLOCATED_ANNOTATION
+
+PLURAL: Final = "podmigrationjobs"
+RESERVATIONS: Final = "reservations"
+MERGE: Final = "application/merge-patch+json"
+COMPONENT: Final = "berth-migration-operator"
+EVENT_NAMESPACE: Final = "default"
+RETRY: Final = timedelta(seconds=5)
+REPLICAS_PLURALS: Final = {
+    ("apps", "ReplicaSet"): "replicasets",
+    ("apps", "StatefulSet"): "statefulsets",
+    ("apps", "Deployment"): "deployments",
+}
+"""Controllers whose desired replicas are read from ``spec.replicas``; for others the
+workload's current pods are its replicas."""
+
+Json = dict[str, Any]
+logger = log.get(__name__)
+
+
+async def _read(call: Awaitable[Any]) -> Json | None:
+    """The object a raw read returns, or ``None`` for 404."""
+    try:
+        body = await succeeded(call)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    found: Json = json.loads(body)
+    return found
+
+
+def _api_message(err: ApiException) -> str:
+    try:
+        return str(json.loads(err.body or b"{}").get("message") or err.reason)
+    except ValueError:
+        return str(err.reason)
+
+
+class Migrations:
+    """The worker: marked and due jobs, stepped one at a time."""
+
+    def __init__(
+        self, api: ApiClient, args: MigrationControllerArgs, metrics: MigrationMetrics | None
+    ) -> None:
+        self.api = api
+        self.args = args
+        self.metrics = metrics
+        self.custom: Any = CustomObjectsApi(api)
+        self.core: Any = CoreV1Api(api)
+        self.scheduling: Any = SchedulingV1Api(api)
+        self.writer = ApiWriter(api)
+        self.evictions = TokenBucket(args.evict_qps, args.evict_burst)
+        self._marked: set[str] = set()
+        self._due: dict[str, datetime] = {}
+        self._evict_after: dict[str, datetime] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def mark(self, name: str) -> None:
+        self._marked.add(name)
+        self._wake.set()
+
+    def _later(self, name: str, after: timedelta) -> None:
+        at = datetime.now(UTC) + after
+        self._due[name] = min(self._due.get(name, at), at)
+
+    async def _run(self) -> None:
+        while True:
+            await self._sleep()
+            now = datetime.now(UTC)
+            names = self._marked | {name for name, at in self._due.items() if at <= now}
+            self._marked = set()
+            for name in sorted(names):
+                self._due.pop(name, None)
+                await self._step_safely(name)
+
+    async def _sleep(self) -> None:
+        timeout = None
+        if self._due:
+            timeout = max(0.0, (min(self._due.values()) - datetime.now(UTC)).total_seconds())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+
+    async def _step_safely(self, name: str) -> None:
+        try:
+            await self.step(name)
+        except ApiException as err:
+            if err.status in (404, 409):
+                logger.debug("job changed meanwhile", name=name, status=err.status)
+                self._later(name, RECHECK)
+                return
+            logger.warning("job step failed; retrying", name=name, status=err.status)
+            self._later(name, RETRY)
+        except Exception:
+            # One bad job must never stop the worker for all the others.
+            logger.exception("job step failed; retrying", name=name)
+            self._later(name, RETRY)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def _job(self, name: str) -> PodMigrationJob | None:
+        body = await _read(
+            self.custom.get_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, _preload_content=False
+            )
+        )
+        if body is None:
+            return None
+        try:
+            return PodMigrationJob.from_dict(body)
+        except ValidationError as err:
+            logger.warning("job not readable; left as it is", name=name, error=str(err))
+            return None
+
+    async def _pod(self, job: PodMigrationJob) -> Json | None:
+        ref = job.spec.pod_ref
+        return await _read(
+            self.core.read_namespaced_pod(ref.name, ref.namespace, _preload_content=False)
+        )
+
+    async def _reservation(self, job: PodMigrationJob) -> tuple[Reservation | None, bool]:
+        options = job.spec.reservation_options
+        ref = options.reservation_ref if options is not None else None
+        if ref is None or not ref.name:
+            return None, False
+        body = await _read(
+            self.custom.get_cluster_custom_object(
+                GROUP, VERSION, RESERVATIONS, ref.name, _preload_content=False
+            )
+        )
+        if body is None:
+            return None, False
+        return Reservation.from_dict(body), owned_by(body, job)
+
+    async def _replacement(self, job: PodMigrationJob, reservation: Reservation) -> Json | None:
+        """A pod of the job's namespace the scheduler placed into the reservation."""
+        listed = await _read(
+            self.core.list_namespaced_pod(job.spec.pod_ref.namespace, _preload_content=False)
+        )
+        for pod in (listed or {}).get("items") or ():
+            text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ALLOCATED_ANNOTATION)
+            if not text:
+                continue
+            with contextlib.suppress(ValueError, AttributeError):
+                target = json.loads(text)
+                uid = target.get("uid")
+                if target.get("name") == reservation.metadata.name and (
+                    not uid or uid == reservation.metadata.uid
+                ):
+                    found: Json = pod
+                    return found
+        return None
+
+    # --- one step --------------------------------------------------------------------------
+
+    async def step(self, name: str) -> None:
+        job = await self._job(name)
+        if job is None:
+            self._evict_after.pop(name, None)
+            return
+        pod = await self._pod(job)
+        reservation, owned = await self._reservation(job)
+        replacement = None
+        if (
+            reservation is not None
+            and job.condition(PodMigrationJobConditionType.EVICTION) is not None
+        ):
+            replacement = await self._replacement(job, reservation)
+        now = datetime.now(UTC)
+        decision = decide(Facts(job, now, pod, reservation, owned, replacement))
+        if decision.status is not None:
+            job = await self._write_status(job, decision.status, decision.events)
+        if decision.action == Action.ARBITRATE and pod is not None:
+            await self._arbitrate(job, pod, now)
+        elif decision.action == Action.CREATE_RESERVATION and pod is not None:
+            await self._create_reservation(job, pod, now)
+        elif decision.action == Action.EVICT and pod is not None:
+            await self._evict(job, pod, reservation if owned else None, now)
+        elif decision.action == Action.RELEASE and reservation is not None:
+            await self._release(job, reservation)
+        if job.phase not in TERMINAL_PHASES:
+            self._later(name, decision.recheck or RETRY)
+            deadline = job.deadline()
+            if deadline is not None:
+                self._due[name] = min(self._due[name], max(deadline, now))
+
+    async def _write_status(
+        self, job: PodMigrationJob, status: Json, events: list[Event]
+    ) -> PodMigrationJob:
+        meta = job.metadata
+        before = job.status.to_dict() if job.status else {}
+        # A merge patch of the whole status: lists (conditions) are replaced as they are, and
+        # a field the new status drops (a reason that no longer holds) is deleted by null.
+        patch: dict[str, Any] = {key: None for key in before if key not in status}
+        patch.update(status)
+        body = {"metadata": {"resourceVersion": meta.resource_version}, "status": patch}
+        raw = await succeeded(
+            self.custom.patch_cluster_custom_object_status(
+                GROUP, VERSION, PLURAL, meta.name, body, _content_type=MERGE, _preload_content=False
+            )
+        )
+        updated = PodMigrationJob.from_dict(json.loads(raw))
+        pod = job.spec.pod_ref
+        logger.info(
+            "migration job status updated",
+            name=meta.name,
+            namespace=pod.namespace,
+            pod=pod.name,
+            phase=status.get("phase"),
+            reason=status.get("reason"),
+            message=status.get("message"),
+        )
+        self._count(job, updated)
+        for event in events:
+            await self._record(updated, event)
+        return updated
+
+    def _count(self, before: PodMigrationJob, after: PodMigrationJob) -> None:
+        if self.metrics is None or before.phase == after.phase:
+            return
+        mode = str(after.spec.mode)
+        if after.phase == PodMigrationJobPhase.RUNNING:
+            self.metrics.started.labels(mode=mode).inc()
+        elif after.phase == PodMigrationJobPhase.SUCCEEDED:
+            self.metrics.succeeded.labels(mode=mode).inc()
+        elif after.phase == PodMigrationJobPhase.FAILED:
+            reason = after.status.reason if after.status else None
+            self.metrics.failed.labels(reason=reason or "Unknown").inc()
+
+    async def _record(self, job: PodMigrationJob, event: Event) -> None:
+        meta = job.metadata
+        involved = {
+            "apiVersion": job.api_version,
+            "kind": job.kind,
+            "name": meta.name,
+            "uid": meta.uid,
+        }
+        body = event_body(
+            involved,
+            EVENT_NAMESPACE,
+            event.reason,
+            event.message,
+            warning=event.warning,
+            component=COMPONENT,
+        )
+        await post_event(self.writer, body)
+
+    # --- arbitration -----------------------------------------------------------------------
+
+    async def _arbitrate(self, job: PodMigrationJob, pod: Json, now: datetime) -> None:
+        if passed_of(job) is not None:
+            # Passed before a restart, its phase not written yet.
+            await self._write_status(job, started(job), [])
+            return
+        why = refusal(pod, self.args, await self._threshold_priority())
+        if why is not None:
+            status, event = forbidden(job, why)
+            await self._write_status(job, status, [event])
+            return
+        meta = pod.get("metadata") or {}
+        controller = controller_of(pod)
+        candidate = Passed(
+            job=job.metadata.name or "",
+            at=now,
+            node=str((pod.get("spec") or {}).get("nodeName") or ""),
+            namespace=str(meta.get("namespace") or ""),
+            workload=None if controller is None else str(controller.get("uid")),
+            pod=str(meta.get("name") or ""),
+        )
+        passed, migrating = await self._passed_jobs()
+        workload = None if controller is None else await self._workload(pod, controller)
+        why = hold(candidate, workload, migrating, passed, self.args, now)
+        if why is not None:
+            waiting = held(job, why)
+            if waiting is not None:
+                await self._write_status(job, waiting, [Event("Throttled", why)])
+            return
+        patch = {
+            "metadata": {
+                "resourceVersion": job.metadata.resource_version,
+                "annotations": passed_annotations(candidate),
+            }
+        }
+        raw = await succeeded(
+            self.custom.patch_cluster_custom_object(
+                GROUP,
+                VERSION,
+                PLURAL,
+                job.metadata.name,
+                patch,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+        job = PodMigrationJob.from_dict(json.loads(raw))
+        await self._write_status(job, started(job), [])
+
+    async def _threshold_priority(self) -> int | None:
+        threshold = self.args.priority_threshold
+        if threshold is None or threshold.name is None:
+            return None
+        found = await _read(
+            self.scheduling.read_priority_class(threshold.name, _preload_content=False)
+        )
+        return None if found is None else int(found.get("value") or 0)
+
+    async def _passed_jobs(self) -> tuple[list[Passed], list[Passed]]:
+        """Every passed job that exists, and those of them still running."""
+        listed = await _read(
+            self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
+        )
+        passed: list[Passed] = []
+        migrating: list[Passed] = []
+        for item in (listed or {}).get("items") or ():
+            try:
+                other = PodMigrationJob.from_dict(item)
+            except ValidationError:
+                continue
+            record = passed_of(other)
+            if record is None:
+                continue
+            passed.append(record)
+            if other.phase not in TERMINAL_PHASES:
+                migrating.append(record)
+        return passed, migrating
+
+    async def _workload(self, pod: Json, controller: Mapping[str, Any]) -> Workload:
+        namespace = str((pod.get("metadata") or {}).get("namespace"))
+        uid = str(controller.get("uid"))
+        listed = await _read(self.core.list_namespaced_pod(namespace, _preload_content=False))
+        mine = [
+            p
+            for p in (listed or {}).get("items") or ()
+            if (c := controller_of(p)) is not None and c.get("uid") == uid
+        ]
+        unavailable = frozenset(str(p["metadata"]["name"]) for p in mine if not _available(p))
+        replicas = await self._replicas(namespace, controller)
+        return Workload(
+            uid=uid,
+            kind=str(controller.get("kind")),
+            name=str(controller.get("name")),
+            replicas=len(mine) if replicas is None else replicas,
+            unavailable=unavailable,
+        )
+
+    async def _replicas(self, namespace: str, controller: Mapping[str, Any]) -> int | None:
+        group, _, version = str(controller.get("apiVersion")).rpartition("/")
+        plural = REPLICAS_PLURALS.get((group, str(controller.get("kind"))))
+        if plural is None:
+            return None
+        found = await _read(
+            self.custom.get_namespaced_custom_object(
+                group, version, namespace, plural, controller.get("name"), _preload_content=False
+            )
+        )
+        replicas = ((found or {}).get("spec") or {}).get("replicas")
+        return None if replicas is None else int(replicas)
+
+    # --- actions ---------------------------------------------------------------------------
+
+    async def _create_reservation(self, job: PodMigrationJob, pod: Json, now: datetime) -> None:
+        body = reservation_for(job, pod)
+        name = body["metadata"]["name"]
+        try:
+            raw = await succeeded(
+                self.custom.create_cluster_custom_object(
+                    GROUP, VERSION, RESERVATIONS, body, _preload_content=False
+                )
+            )
+            made: Json = json.loads(raw)
+        except ApiException as err:
+            existing = None
+            if err.status == 409:
+                existing = await _read(
+                    self.custom.get_cluster_custom_object(
+                        GROUP, VERSION, RESERVATIONS, name, _preload_content=False
+                    )
+                )
+            if existing is None or not owned_by(existing, job):
+                # Reported, and tried again until the job's ttl runs out (as Koordinator).
+                status, event = reservation_not_created(job, _api_message(err), now)
+                await self._write_status(job, status, [event])
+                return
+            made = existing  # made before a restart: adopted
+        meta = made["metadata"]
+        ref = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Reservation",
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+        patch = {
+            "metadata": {"resourceVersion": job.metadata.resource_version},
+            "spec": {"reservationOptions": {"reservationRef": ref}},
+        }
+        raw = await succeeded(
+            self.custom.patch_cluster_custom_object(
+                GROUP,
+                VERSION,
+                PLURAL,
+                job.metadata.name,
+                patch,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+        job = PodMigrationJob.from_dict(json.loads(raw))
+        status, event = reservation_created(job, meta["name"], now)
+        await self._write_status(job, status, [event])
+
+    async def _open(self, reservation: Reservation, open_: bool) -> None:
+        """Let owner pods into the job's reservation (or close it again)."""
+        if bool(reservation.spec.unschedulable) != open_:
+            return
+        patch = {"spec": {"unschedulable": not open_}}
+        await succeeded(
+            self.custom.patch_cluster_custom_object(
+                GROUP,
+                VERSION,
+                RESERVATIONS,
+                reservation.metadata.name,
+                patch,
+                _content_type=MERGE,
+                _preload_content=False,
+            )
+        )
+        reservation.spec.unschedulable = not open_
+
+    async def _evict(
+        self, job: PodMigrationJob, pod: Json, reservation: Reservation | None, now: datetime
+    ) -> None:
+        name = job.metadata.name or ""
+        not_before = self._evict_after.get(name)
+        if not_before is not None and now < not_before:
+            self._due[name] = not_before
+            return
+        wait = self.evictions.take(time.monotonic())
+        if wait > 0:
+            self._later(name, timedelta(seconds=wait))
+            return
+        meta = pod["metadata"]
+        options = job.spec.delete_options.to_dict() if job.spec.delete_options else {}
+        options["preconditions"] = {"uid": meta["uid"]}
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "deleteOptions": options,
+        }
+        if reservation is not None:
+            await self._open(reservation, True)
+        # The first request is recorded before it is made, so a process killed in between
+        # knows the pod may be going; a retry after a refusal is recorded once it succeeds.
+        previous = job.condition(PodMigrationJobConditionType.EVICTION)
+        retry = previous is not None and previous.reason == PodMigrationJobReason.FAILED_EVICT
+        if not retry:
+            status, event = eviction_requested(job, now)
+            job = await self._write_status(job, status, [event])
+        try:
+            await succeeded(
+                self.core.create_namespaced_pod_eviction(
+                    meta["name"], meta["namespace"], body, _preload_content=False
+                )
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return  # gone meanwhile: the next step sees it
+            # 429 is a PodDisruptionBudget saying no: reported, tried again, never deleted.
+            if reservation is not None:
+                await self._open(reservation, False)
+            self._evict_after[name] = now + RETRY_EVICTION
+            status, event = eviction_refused(job, _api_message(err), now)
+            if status != (job.status.to_dict() if job.status else {}):
+                await self._write_status(job, status, [event])
+            logger.info(
+                "eviction refused",
+                name=name,
+                namespace=meta["namespace"],
+                pod=meta["name"],
+                status=err.status,
+            )
+            return
+        self._evict_after.pop(name, None)
+        if retry:
+            status, event = eviction_requested(job, now)
+            await self._write_status(job, status, [event])
+
+    async def _release(self, job: PodMigrationJob, reservation: Reservation) -> None:
+        meta = reservation.metadata
+        options = {"preconditions": {"uid": meta.uid}}
+        with contextlib.suppress(ApiException):
+            await succeeded(
+                self.custom.delete_cluster_custom_object(
+                    GROUP, VERSION, RESERVATIONS, meta.name, body=options, _preload_content=False
+                )
+            )
+            logger.info("reservation released", name=job.metadata.name, reservation=meta.name)
+
+
+def _available(pod: Json) -> bool:
+    """Running and Ready, and not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+
+
+@kopf.on.startup(registry=REGISTRY)
+async def start_migrations(memo: kopf.Memo, **_: Any) -> None:
+    metrics: MigrationMetrics | None = memo.get("migration_metrics")
+    args: MigrationControllerArgs = memo.get("migration_args") or MigrationControllerArgs()
+    state = Migrations(api_client(memo.configuration), args, metrics)
+    memo.migrations = state
+    state.start()
+    logger.info("migration operator started")
+
+
+@kopf.on.cleanup(registry=REGISTRY)
+async def stop_migrations(memo: kopf.Memo, **_: Any) -> None:
+    state: Migrations | None = memo.get("migrations")
+    if state is not None:
+        await state.stop()
+        await state.api.close()
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
+async def migration_job_event(name: str, memo: Any, **_: Any) -> None:
+    memo.migrations.mark(name)
+
+
+@kopf.on.event(GROUP, VERSION, RESERVATIONS, labels={JOB_LABEL: kopf.PRESENT}, registry=REGISTRY)
+async def migration_reservation_event(labels: kopf.Labels, memo: Any, **_: Any) -> None:
+    memo.migrations.mark(labels[JOB_LABEL])

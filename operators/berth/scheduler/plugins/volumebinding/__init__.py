@@ -1,0 +1,1 @@
+"""PodTopologySpread: spread pods over topology domains (kube-scheduler's plugin)."""

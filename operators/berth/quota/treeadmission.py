@@ -45,17 +45,26 @@ def tree_state(tree: QuotaTree, pods: Iterable[TreePod], total: Mapping[str, int
     """Sum the pods into their quotas and ancestors, then compute runtime from the requests
     of the leaf quotas and ``total`` (what the root hands down)."""
     state = TreeState()
+    # Summed per quota first, then up the chains: one addition per pod, not per ancestor.
     leaf_request: dict[str, Resources] = {}
+    leaf_used: dict[str, Resources] = {}
+    leaf_non_preemptible: dict[str, Resources] = {}
     for pod in pods:
         if pod.quota not in tree.quotas:
             continue
         add(leaf_request.setdefault(pod.quota, {}), pod.request)
-        for quota in tree.chain(pod.quota):
-            add(state.request.setdefault(quota.name, {}), pod.request)
-            if pod.bound:
-                add(state.used.setdefault(quota.name, {}), pod.request)
-                if not pod.preemptible:
-                    add(state.non_preemptible.setdefault(quota.name, {}), pod.request)
+        if pod.bound:
+            add(leaf_used.setdefault(pod.quota, {}), pod.request)
+            if not pod.preemptible:
+                add(leaf_non_preemptible.setdefault(pod.quota, {}), pod.request)
+    for leaves, totals in (
+        (leaf_request, state.request),
+        (leaf_used, state.used),
+        (leaf_non_preemptible, state.non_preemptible),
+    ):
+        for name, values in leaves.items():
+            for quota in tree.chain(name):
+                add(totals.setdefault(quota.name, {}), values)
     state.runtime = runtime_quotas(tree, leaf_request, total)
     return state
 

@@ -427,7 +427,14 @@ def test_wire_field_names() -> None:
     eq = schema_of(by_kind("ElasticQuota"))
     assert set(node_at(eq, ".spec")["properties"]) == {"min", "max"}
     # used as upstream; conditions say whether a quota governs its namespace (issue 5).
-    assert set(node_at(eq, ".status")["properties"]) == {"used", "conditions"}
+    assert set(node_at(eq, ".status")["properties"]) == {
+        "used",
+        "conditions",
+        "request",
+        "runtime",
+        "borrowed",
+        "lent",
+    }
     nm = schema_of(by_kind("NodeMetric"))
     assert set(node_at(nm, ".status")["properties"]) == {
         "updateTime",

@@ -76,10 +76,19 @@ class ElasticQuotaSpec(ApiModel):
 
 
 class ElasticQuotaStatus(ApiModel):
-    """What the namespace's pods use now."""
+    """What the namespace's pods use now; for a quota of a quota tree, also its share."""
 
     used: ResourceList | None = None
-    """Sum of the requests of the namespace's bound, non-terminal pods."""
+    """Sum of the requests of the namespace's bound, non-terminal pods (a tree quota: of
+    its pods, a parent: of its subtree's)."""
+    request: ResourceList | None = None
+    """Tree quotas: sum of the requests of their pods, placed or waiting."""
+    runtime: ResourceList | None = None
+    """Tree quotas: what the quota may use now, its share of its parent's runtime."""
+    borrowed: ResourceList | None = None
+    """Tree quotas: what is used over min."""
+    lent: ResourceList | None = None
+    """Tree quotas: the min left unused, which others may use (none when not lending)."""
     conditions: list[Condition] | None = Field(default=None, max_length=8)
     """``Active``: whether this quota governs its namespace (one quota per namespace)."""
 
@@ -112,10 +121,27 @@ CRD: Final = CustomResource(
             description="Whether this quota governs its namespace (False: a duplicate)",
         ),
         PrinterColumn("Used CPU", ".status.used.cpu", description="CPU used now"),
+        PrinterColumn(
+            "Runtime CPU",
+            ".status.runtime.cpu",
+            description="Tree quotas: CPU the quota may use now (its share of its parent's)",
+        ),
         PrinterColumn("Max CPU", ".spec.max.cpu", description="CPU ceiling"),
         PrinterColumn("Used Memory", ".status.used.memory", description="Memory used now"),
         PrinterColumn("Max Memory", ".spec.max.memory", description="Memory ceiling"),
         PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
+        PrinterColumn(
+            "Runtime Memory",
+            ".status.runtime.memory",
+            description="Tree quotas: memory the quota may use now",
+            priority=1,
+        ),
+        PrinterColumn(
+            "Request CPU",
+            ".status.request.cpu",
+            description="Tree quotas: CPU requested by pods placed or waiting",
+            priority=1,
+        ),
         PrinterColumn("Min CPU", ".spec.min.cpu", description="Guaranteed CPU", priority=1),
         PrinterColumn(
             "Min Memory", ".spec.min.memory", description="Guaranteed memory", priority=1

@@ -4,6 +4,11 @@ Stateless and idempotent: every pod or quota event marks its namespace; the oper
 worker (:mod:`berth.operators.worker`) recomputes it from two Kopf indices (counted pods'
 requests, quotas by namespace) with :func:`berth.quota.status.desired` and patches a
 quota's status only when it differs.
+
+The quota tree is one decision over the whole cluster: a second worker with a single key
+recomputes every tree quota's used, request and runtime from three more indices (tree
+quotas, live pods, nodes' allocatable) with :func:`berth.quota.treestatus.desired_tree`,
+and writes status and Koordinator's runtime/request annotations where they differ.
 """
 
 from __future__ import annotations
@@ -20,10 +25,16 @@ from berth.kube.client import api_client
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter
 from berth.operators.registry import REGISTRY
 from berth.operators.worker import Worker
+from berth.podresources import Resources, add, pod_requests, resource_list
+from berth.podstate import TERMINAL_PHASES
 from berth.quota.status import PodRequests, QuotaSeen, desired, quota_seen
-from berth.quota.usage import requests_if_counted
+from berth.quota.tree import PREFIX, is_tree_quota
+from berth.quota.treestatus import PodSeen, desired_tree
+from berth.quota.usage import counts_against_quota, requests_if_counted
 
 PLURAL = "elasticquotas"
+TREE = "quota-tree"
+"""The one key of the tree's indices and worker: the tree is decided as a whole."""
 
 logger = log.get(__name__)
 
@@ -43,6 +54,74 @@ def quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[
     if namespace is None:
         return {}
     return {namespace: quota_seen(name, body)}
+
+
+@kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
+def quota_tree_objects(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    return {TREE: dict(body)} if is_tree_quota(body) else {}
+
+
+@kopf.index("pods", registry=REGISTRY)
+def quota_tree_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, PodSeen]:
+    """Live pods, placed or waiting: a tree quota's request counts the waiting ones too."""
+    phase = (body.get("status") or {}).get("phase")
+    bound = counts_against_quota(body)
+    waiting = (
+        not body.get("spec", {}).get("nodeName")
+        and phase not in TERMINAL_PHASES
+        and not body.meta.get("deletionTimestamp")
+    )
+    if namespace is None or not (bound or waiting):
+        return {}
+    labels = {k: v for k, v in (body.meta.get("labels") or {}).items() if k.startswith(PREFIX)}
+    return {TREE: PodSeen(namespace, labels, pod_requests(body.get("spec") or {}), bound)}
+
+
+@kopf.index("nodes", registry=REGISTRY)
+def quota_tree_nodes(body: kopf.Body, **_: Any) -> dict[str, Resources]:
+    return {TREE: resource_list((body.get("status") or {}).get("allocatable"))}
+
+
+class QuotaTree:
+    """Decides the quota tree as a whole for its own :class:`Worker`."""
+
+    def __init__(
+        self,
+        writer: ApiWriter,
+        objects: kopf.Index[str, dict[str, Any]],
+        pods: kopf.Index[str, PodSeen],
+        nodes: kopf.Index[str, Resources],
+    ) -> None:
+        self.writer = writer
+        self.objects = objects
+        self.pods = pods
+        self.nodes = nodes
+        self.worker = Worker("elasticquota-tree", self.reconcile)
+
+    def exists(self) -> bool:
+        return bool(self.objects.get(TREE, ()))
+
+    async def reconcile(self, key: str) -> datetime | None:
+        allocatable: Resources = {}
+        for node in self.nodes.get(TREE, ()):
+            add(allocatable, node)
+        patches = desired_tree(self.objects.get(TREE, ()), self.pods.get(TREE, ()), allocatable)
+        for patch in patches:
+            if patch.annotations:
+                body = {"metadata": {"annotations": patch.annotations}}
+                await self.writer.patch(ELASTIC_QUOTA, patch.name, body, namespace=patch.namespace)
+            if patch.status:
+                await self.writer.patch_status(
+                    ELASTIC_QUOTA, patch.name, patch.status, namespace=patch.namespace
+                )
+            logger.info(
+                "quota tree status updated",
+                namespace=patch.namespace,
+                name=patch.name,
+                status=patch.status,
+                annotations=patch.annotations,
+            )
+        return None
 
 
 class Quotas:
@@ -75,10 +154,21 @@ async def start_quotas(memo: kopf.Memo, **kwargs: Any) -> None:
     state = Quotas(api_client(memo.configuration), kwargs["quotas"], kwargs["quota_pods"])
     memo.elasticquotas = state
     state.worker.start()
+    tree = QuotaTree(
+        state.writer,
+        kwargs["quota_tree_objects"],
+        kwargs["quota_tree_pods"],
+        kwargs["quota_tree_nodes"],
+    )
+    memo.quota_tree = tree
+    tree.worker.start()
 
 
 @kopf.on.cleanup(registry=REGISTRY)
 async def stop_quotas(memo: kopf.Memo, **_: Any) -> None:
+    tree: QuotaTree | None = memo.get("quota_tree")
+    if tree is not None:
+        await tree.worker.stop()
     state: Quotas | None = memo.get("elasticquotas")
     if state is not None:
         await state.worker.stop()
@@ -89,9 +179,18 @@ async def stop_quotas(memo: kopf.Memo, **_: Any) -> None:
 async def pod_changed(namespace: str | None, memo: Any, **_: Any) -> None:
     if namespace is not None:
         memo.elasticquotas.worker.mark(namespace)
+    if memo.quota_tree.exists():
+        memo.quota_tree.worker.mark(TREE)
+
+
+@kopf.on.event("nodes", registry=REGISTRY)
+async def node_changed_for_quota_tree(memo: Any, **_: Any) -> None:
+    if memo.quota_tree.exists():
+        memo.quota_tree.worker.mark(TREE)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
 async def quota_changed(namespace: str | None, memo: Any, **_: Any) -> None:
     if namespace is not None:
         memo.elasticquotas.worker.mark(namespace)
+    memo.quota_tree.worker.mark(TREE)  # also when a quota leaves the tree

@@ -1,8 +1,10 @@
 """What an ElasticQuota's status should say: ``used`` and the ``Active`` condition.
 
 One quota governs a namespace, the oldest; any other gets ``Active=False`` saying which one
-governs, and is ignored by the scheduler. The operator keeps a :class:`QuotaSeen` per quota
-and a :class:`PodRequests` per counted pod, and writes the patches :func:`desired` returns.
+governs, and is ignored by the scheduler. Quotas of the quota tree (``berth.quota.tree``)
+are not a namespace's: :mod:`berth.quota.treestatus` writes theirs. The operator keeps a
+:class:`QuotaSeen` per quota and a :class:`PodRequests` per counted pod, and writes the
+patches :func:`desired` returns.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from berth.api.base import format_time
 from berth.quota.check import precedence
+from berth.quota.tree import is_tree_quota
 from berth.quota.usage import as_resource_list, used
 
 __all__ = ["ACTIVE", "PodRequests", "QuotaSeen", "desired", "quota_seen"]
@@ -30,6 +33,7 @@ class QuotaSeen:
     named: frozenset[str]
     used: dict[str, str]
     active: tuple[str, str] | None  # (status, message) of the Active condition
+    tree: bool = False  # a quota of the quota tree, whose status the tree decides
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ def quota_seen(name: str, body: Mapping[str, Any]) -> QuotaSeen:
         named=frozenset([*(spec.get("min") or {}), *(spec.get("max") or {})]),
         used=dict(status.get("used") or {}),
         active=active,
+        tree=is_tree_quota(body),
     )
 
 
@@ -73,7 +78,7 @@ def desired(
     namespace: str, seen: Iterable[QuotaSeen], pods: Iterable[PodRequests]
 ) -> dict[str, dict[str, Any]]:
     """Status patches (by quota name) that bring the namespace's quotas up to date."""
-    ordered = sorted(seen, key=lambda q: precedence(q.created, q.name))
+    ordered = sorted((q for q in seen if not q.tree), key=lambda q: precedence(q.created, q.name))
     if not ordered:
         return {}
     governing, *others = ordered

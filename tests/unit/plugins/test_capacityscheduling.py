@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 from berth.scheduler.framework import CycleState
-from berth.scheduler.plugins.capacityscheduling import CapacityScheduling, QuotaVictims
+from berth.scheduler.messages import FitError
+from berth.scheduler.plugins.capacityscheduling import (
+    CapacityScheduling,
+    QuotaVictims,
+    TreeVictims,
+)
 from berth.scheduler.preemption import Candidate
 from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod
 
@@ -222,3 +227,188 @@ def test_a_namespace_without_quota_is_not_checked(namespace: str) -> None:
         assert env.node_for(gpu_pod("x0", "x")) == "n2"
     else:
         assert env.node_for(gpu_pod("a5", "a")) == "n2"
+
+
+# -- Koordinator's quota tree -------------------------------------------------------------
+
+TREE = "quota.scheduling.koordinator.sh/"
+
+
+def tree_quota(
+    name: str,
+    minimum: int,
+    maximum: int,
+    *,
+    parent: str | None = None,
+    is_parent: bool = False,
+    weight: int | None = None,
+) -> Json:
+    labels = {f"{TREE}is-parent": "true"} if is_parent else {f"{TREE}is-parent": "false"}
+    if parent is not None:
+        labels[f"{TREE}parent"] = parent
+    annotations = {} if weight is None else {f"{TREE}shared-weight": f'{{"{GPU}": "{weight}"}}'}
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "name": name, "namespace": name, "uid": f"eq-{name}", "labels": labels,
+            "annotations": annotations, "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"min": {GPU: str(minimum)}, "max": {GPU: str(maximum)}},
+    }  # fmt: skip
+
+
+def tree_cluster(*objects: Json, dept_max: int = 10, b_weight: int | None = None) -> Env:
+    """10 GPUs; a department (max ``dept_max``) over team-a and team-b (min 2, max 8 each)."""
+    nodes = [node(f"n{i}", cpu="32", memory="64Gi", extra={GPU: "5"}) for i in (1, 2)]
+    return make_env(
+        *nodes,
+        tree_quota("dept", 4, dept_max, is_parent=True),
+        tree_quota("team-a", 2, 8, parent="dept"),
+        tree_quota("team-b", 2, 8, parent="dept", weight=b_weight),
+        *objects,
+        profile=PROFILE,
+    )
+
+
+def runtime(env: Env, quota_name: str) -> int:
+    return capacity(env).tree_state().runtime[quota_name][GPU]
+
+
+def test_tree_pods_are_bounded_by_their_parents_max() -> None:
+    env = tree_cluster(dept_max=6)
+    for i in range(6):
+        bind(env, gpu_pod(f"a{i}", "team-a"))
+    message = env.message(gpu_pod("a6", "team-a"))
+    assert "Insufficient quotas, quotaName: team-a, runtime: map[nvidia.com/gpu:6]" in message
+    assert "exceedDimensions: [nvidia.com/gpu]" in message
+    # Without the department's ceiling the same team goes on to its own max.
+    env = tree_cluster()
+    for i in range(8):
+        bind(env, gpu_pod(f"a{i}", "team-a"))
+    assert "quotaName: team-a" in env.message(gpu_pod("a8", "team-a"))
+
+
+def test_waiting_siblings_share_by_weight() -> None:
+    pending = [gpu_pod(f"a{i}", "team-a") for i in range(8)]
+    pending += [gpu_pod(f"b{i}", "team-b") for i in range(8)]
+    env = tree_cluster(*pending, b_weight=40)  # b weighs 40 against a's default of max (8)
+    # Mins 2 + 2 first, the 6 left split 8:40 -> 1 and 5.
+    assert (runtime(env, "team-a"), runtime(env, "team-b")) == (3, 7)
+    assert runtime(env, "dept") == 10
+    bound = 0
+    for raw in pending:
+        try:
+            bind(env, raw)
+            bound += 1
+        except FitError:  # refused by the quota, which the counts below show
+            pass
+    assert bound == 10
+    used = capacity(env).tree_state().used
+    assert (used["team-a"][GPU], used["team-b"][GPU]) == (3, 7)
+
+
+def test_a_non_preemptible_pod_uses_only_min() -> None:
+    env = tree_cluster()
+    label = {f"{TREE}preemptible": "false"}
+    for i in range(2):
+        bind(env, gpu_pod(f"a{i}", "team-a", labels=label))
+    message = env.message(gpu_pod("a2", "team-a", labels=label))
+    assert message.startswith("0/2 nodes are available: Insufficient non-preemptible quotas, "
+                              "quotaName: team-a, min: map[nvidia.com/gpu:2]")  # fmt: skip
+    assert env.node_for(gpu_pod("a2", "team-a"))  # a preemptible one may borrow
+
+
+def test_tree_labels_that_cannot_be_honoured_refuse_the_pod() -> None:
+    env = tree_cluster()
+    assert "names ElasticQuota dept, a parent quota" in env.message(
+        gpu_pod("x", "team-a", labels={f"{TREE}name": "dept"})
+    )
+    assert "which does not exist" in env.message(
+        gpu_pod("x", "team-a", labels={f"{TREE}name": "nope"})
+    )
+    assert f"{TREE}preemptible must be" in env.message(
+        gpu_pod("x", "team-a", labels={f"{TREE}preemptible": "no"})
+    )
+    # In a flat quota's namespace the tree's pod labels mean nothing: refused, not ignored.
+    flat = cluster()
+    assert "apply only to pods of a quota tree" in flat.message(
+        gpu_pod("x", "a", labels={f"{TREE}preemptible": "false"})
+    )
+
+
+def test_a_pod_label_puts_a_pod_of_any_namespace_in_a_tree_quota() -> None:
+    env = tree_cluster(dept_max=1)
+    bind(env, gpu_pod("x0", "elsewhere", labels={f"{TREE}name": "team-b"}))
+    assert capacity(env).tree_state().used["team-b"][GPU] == 1
+    assert "quotaName: team-b" in env.message(
+        gpu_pod("x1", "elsewhere", labels={f"{TREE}name": "team-b"})
+    )
+
+
+def test_flat_quotas_keep_their_rules_beside_a_tree() -> None:
+    env = tree_cluster(quota("a", 4, 6))
+    for i in range(4):
+        bind(env, gpu_pod(f"a{i}", "a"))
+    # The sum of mins is the flat quotas' alone: the tree's mins lend nothing to them.
+    assert env.message(gpu_pod("a4", "a")) == (
+        "0/2 nodes are available: Pod a/a4 is rejected because total ElasticQuota used is more "
+        "than Min (nvidia.com/gpu: 4 used + 1 requested > 4)."
+    )
+    # The tree gets what the flat quota's pods leave: 6 GPUs.
+    for i in range(6):
+        bind(env, gpu_pod(f"b{i}", "team-b"))
+    assert runtime(env, "dept") == 6
+    assert "quotaName: team-b" in env.message(gpu_pod("b6", "team-b"))
+
+
+def tree_victims(env: Env, preemptor: Json) -> list[str]:
+    """The victims tree reclaim would evict for the pod (names), [] when none would do."""
+    state, pod_info, diagnosis = env.diagnose(preemptor)
+    plugin = capacity(env)
+    policy = TreeVictims(plugin, pod_info, state.data[plugin.name])
+    if not policy.reclaim:
+        return []
+    nodes = env.view.nodes
+    rows = np.flatnonzero(nodes.present[: nodes.size])
+    found, _ = plugin.evaluator.find_candidates(state, pod_info, rows, diagnosis.nodes, policy)
+    if not found:
+        return []
+    return sorted(v.name for v in min(found, key=Candidate.rank).victims)
+
+
+def borrowed_tree(a_labels: dict[str, str] | None = None) -> Env:
+    """team-a holds 8 GPUs (its runtime is 6 now that team-b asks for 4), team-b 2."""
+    pods = [
+        gpu_pod(f"a{i}", "team-a", node_name="n1" if i < 5 else "n2", priority=100,
+                labels=a_labels)
+        for i in range(8)
+    ]  # fmt: skip
+    pods += [gpu_pod(f"b{i}", "team-b", node_name="n2") for i in range(2)]
+    pods += [gpu_pod(f"b{i}", "team-b") for i in range(2, 4)]  # waiting
+    return tree_cluster(*pods)
+
+
+def test_a_tree_quota_under_runtime_reclaims_from_one_over_it() -> None:
+    env = borrowed_tree()
+    assert (runtime(env, "team-a"), runtime(env, "team-b")) == (6, 4)
+    message = env.message(gpu_pod("b2", "team-b"))
+    assert "Insufficient quotas, quotaName: dept" in message
+    # team-b is within its runtime: one of team-a's pods goes, whatever its priority.
+    chosen = tree_victims(env, gpu_pod("b2", "team-b"))
+    assert len(chosen) == 1
+    assert chosen[0].startswith("a")
+
+
+def test_a_tree_quota_at_its_runtime_reclaims_nothing() -> None:
+    env = borrowed_tree()
+    # team-a, over its runtime, may not take anything back for another pod of its own.
+    extra = gpu_pod("a8", "team-a", priority=1000)
+    state, pod_info, _ = env.diagnose(extra)
+    assert not TreeVictims(capacity(env), pod_info, state.data["CapacityScheduling"]).reclaim
+
+
+def test_non_preemptible_pods_are_never_reclaimed() -> None:
+    env = borrowed_tree({f"{TREE}preemptible": "false"})
+    assert "Insufficient quotas, quotaName: dept" in env.message(gpu_pod("b2", "team-b"))
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == []

@@ -8,6 +8,13 @@ binding. PostFilter preempts by the quota rules: a quota over its min (with the 
 only evict its own pods of lower priority; a quota within its min takes capacity back
 from quotas over theirs, whatever their priority; pods with and without a quota never
 preempt each other. The arithmetic is ``berth.quota``'s.
+
+Quotas carrying Koordinator's tree labels (``berth.quota.tree``) are checked instead against
+their runtime quota and every ancestor's (pods nominated after a preemption count as used).
+At PostFilter a pod whose own quota is within its runtime reclaims from quotas over theirs:
+their preemptible pods, whatever their priority, only where the pod then fits its node and
+its quota chain. With the Reservation plugin's ``reservePreemptedCapacity`` the freed
+capacity is held for the pod before anyone is evicted.
 """
 
 from __future__ import annotations
@@ -23,6 +30,16 @@ from berth.api.elasticquota import GROUP, VERSION
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.ledger import QuotaLedger, Rejection
+from berth.quota.tree import PREFIX, QuotaTree, TreeError, build_tree, is_tree_quota, parse_pod
+from berth.quota.treeadmission import (
+    TreePod,
+    TreeState,
+    check_tree,
+    may_reclaim,
+    tree_state,
+    within_runtime,
+    without,
+)
 from berth.quota.usage import format_units
 from berth.scheduler.clusterevents import (
     ELASTIC_QUOTA,
@@ -51,6 +68,16 @@ logger = log.get(__name__)
 KIND = "ElasticQuota"
 OWN_QUOTA = "preempting to accommodate a higher priority pod of the same ElasticQuota"
 RECLAIM = "preempting to return borrowed capacity to ElasticQuota"
+TREE_RECLAIM = "preempting to return capacity over its runtime to the quota tree"
+OVER_OWN_RUNTIME = "ElasticQuota {quota} is at its runtime: it reclaims nothing"
+
+
+@dataclass(frozen=True)
+class TreeDemand:
+    """PreFilter's finding for a pod of a tree quota: its quota and preemptibility."""
+
+    quota: str
+    preemptible: bool
 
 
 @dataclass(frozen=True)
@@ -81,6 +108,11 @@ class CapacityScheduling(Plugin):
         # the pods nominated in their place, which count instead.
         self.leaving: set[str] = set()
         self._quotas_version = -1
+        self.tree = QuotaTree()
+        # Bumped by anything that changes the tree's accounting, so its state is cached.
+        self._accounting_version = 0
+        self._tree_cache: tuple[tuple[int, int, tuple[tuple[str, int], ...]], TreeState] | None
+        self._tree_cache = None
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -97,6 +129,7 @@ class CapacityScheduling(Plugin):
         """A pod being preempted no longer counts: its capacity is promised to the pod
         nominated in its place, which counts instead (a second preemptor must not evict
         more to make room for the first)."""
+        self._accounting_version += 1
         if event == "DELETED":
             self.leaving.discard(pod.uid)
             self.ledger.remove(pod.uid)
@@ -106,14 +139,121 @@ class CapacityScheduling(Plugin):
             self.ledger.remove(pod.uid)
 
     def evicted(self, victim: PodInfo) -> None:
+        self._accounting_version += 1
         self.leaving.add(victim.uid)
         self.ledger.remove(victim.uid)
 
     def _refresh_quotas(self) -> None:
         version = self.handle.view.custom_versions.get(KIND, 0)
         if version != self._quotas_version:
-            self.ledger.set_quotas(self.handle.view.custom.get(KIND, {}).values())
+            objects = list(self.handle.view.custom.get(KIND, {}).values())
+            self.ledger.set_quotas(o for o in objects if not is_tree_quota(o))
+            self.tree = build_tree(objects)
             self._quotas_version = version
+
+    # -- the quota tree --------------------------------------------------------------
+
+    def tree_quota_of(self, pod: PodInfo) -> str | None:
+        """The tree quota of a pod (None: a flat quota's or none); raises TreeError when
+        its labels name something the tree cannot honour."""
+        labels = pod.labels
+        named = parse_pod(labels).name
+        if named is None and self.ledger.quota_of(pod.namespace) is not None:
+            quota = None
+        else:
+            quota = self.tree.resolve(pod.namespace, labels)
+        if quota is None and any(key.startswith(PREFIX) for key in labels):
+            keys = ", ".join(sorted(k for k in labels if k.startswith(PREFIX)))
+            raise TreeError(
+                f"{keys} apply only to pods of a quota tree; namespace "
+                f"{pod.namespace} has no tree quota"
+            )
+        return quota
+
+    def tree_state(self, waiting: TreePod | None = None) -> TreeState:
+        """Used, request and runtime of every tree quota; the root hands down the cluster's
+        allocatable less what pods outside the tree hold. ``waiting`` is a pod the watch has
+        not shown yet, whose request counts too."""
+        self._refresh_quotas()
+        nodes = self.handle.view.nodes
+        rows = nodes.present[: nodes.size]
+        total = {
+            name: int(nodes.allocatable[: nodes.size][rows, col].sum())
+            for name, col in nodes.columns.items()
+        }
+        key = (self._accounting_version, self._quotas_version, tuple(sorted(total.items())))
+        if waiting is None and self._tree_cache is not None and self._tree_cache[0] == key:
+            return self._tree_cache[1]
+        pods: list[TreePod] = [] if waiting is None else [waiting]
+        for pod in self.handle.view.pods.values():
+            bound = pod.uid in self.ledger.pods
+            pending = not pod.node_name and not pod.terminal and not pod.deleting
+            if not bound and not pending:
+                continue
+            try:
+                quota = self.tree_quota_of(pod)
+                preemptible = parse_pod(pod.labels).preemptible
+            except TreeError:
+                quota = None  # refused at its own PreFilter; holds nothing in the tree
+                preemptible = True
+            request = quota_request(pod.requests)
+            if quota is not None:
+                pods.append(TreePod(quota, request, bound, preemptible))
+            elif bound:
+                add(total, request, -1)
+        state = tree_state(self.tree, pods, total)
+        if waiting is None:
+            self._tree_cache = (key, state)
+        return state
+
+    def tree_nominated(self, pod: PodInfo) -> dict[str, Resources]:
+        """Requests of other tree pods nominated after a preemption, by quota and ancestor:
+        the capacity freed for them is theirs, not a sibling's."""
+        nominated: dict[str, Resources] = {}
+        for uid, (_node, other) in self.handle.view.nominated.items():
+            if uid == pod.uid:
+                continue
+            try:
+                quota = self.tree_quota_of(other)
+            except TreeError:
+                continue
+            if quota is not None:
+                for node in self.tree.chain(quota):
+                    add(nominated.setdefault(node.name, {}), quota_request(other.requests))
+        return nominated
+
+    def _tree_pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        """The tree's verdict on the pod, None when the pod is not a tree quota's."""
+        try:
+            quota = self.tree_quota_of(pod)
+            preemptible = parse_pod(pod.labels).preemptible
+        except TreeError as error:
+            return unschedulable(self.name, f"Pod {pod.key} is rejected: {error}", resolvable=False)
+        if quota is None:
+            return None
+        state.data[self.name] = TreeDemand(quota, preemptible)
+        request = quota_request(pod.requests)
+        unseen = pod.uid not in self.handle.view.pods
+        tree_state = self.tree_state(
+            TreePod(quota, request, False, preemptible) if unseen else None
+        )
+        nominated = self.tree_nominated(pod)
+        rejection = check_tree(self.tree, tree_state, quota, request, preemptible, nominated)
+        if rejection is None:
+            return SUCCESS
+        message = rejection.message()
+        writer = self.handle.writer
+        node = self.tree.quotas[rejection.quota]
+        if writer is not None:
+            writer.event(
+                node.raw,
+                KIND,
+                rejection.reason,
+                f"Pod {pod.key}: {message}",
+                warning=True,
+                api_version=f"{GROUP}/{VERSION}",
+            )
+        return unschedulable(self.name, message)
 
     def demand(self, pod: PodInfo) -> QuotaDemand | None:
         """The pod's quota and what counts against it, None when its namespace has none."""
@@ -141,6 +281,10 @@ class CapacityScheduling(Plugin):
         if pod.reservation is not None:  # a Reservation is not charged to a namespace's quota
             state.data[self.name] = None
             return SUCCESS
+        self._refresh_quotas()
+        verdict = self._tree_pre_filter(state, pod)
+        if verdict is not None:
+            return verdict
         demand = self.demand(pod)
         state.data[self.name] = demand
         if demand is None:
@@ -168,11 +312,13 @@ class CapacityScheduling(Plugin):
             )
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self._accounting_version += 1
         if pod.reservation is None:  # a Reservation is not charged to a namespace's quota
             self.ledger.add(pod.uid, pod.namespace, pod.requests)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self._accounting_version += 1
         self.ledger.remove(pod.uid)
 
     # -- PostFilter ------------------------------------------------------------------
@@ -189,6 +335,15 @@ class CapacityScheduling(Plugin):
         else:
             rows = self.evaluator.helpful_rows(diagnosis)
         demand = state.data[self.name] if self.name in state.data else self.demand(pod)
+        if isinstance(demand, TreeDemand):
+            tree_policy = TreeVictims(self, pod, demand)
+            if not tree_policy.reclaim:
+                return self.evaluator.fail(
+                    f"preemption: {OVER_OWN_RUNTIME.format(quota=demand.quota)}"
+                )
+            return await self.evaluator.preempt(
+                state, pod, diagnosis, rows, tree_policy, TREE_RECLAIM
+            )
         policy = QuotaVictims(self, demand)
         message = RECLAIM if policy.reclaim else OWN_QUOTA
         return await self.evaluator.preempt(state, pod, diagnosis, rows, policy, message)
@@ -199,6 +354,8 @@ class CapacityScheduling(Plugin):
         """The quota arithmetic of the pod: its quota's used, nominated, requested, min and
         max per resource, Σ used against Σ min over all quotas, and the verdict."""
         demand = state.data.get(self.name) or self.demand(pod)
+        if isinstance(demand, TreeDemand):
+            return self._explain_tree(pod, demand)
         if demand is None:
             return {"quota": None}
         quota = demand.quota
@@ -244,6 +401,102 @@ class CapacityScheduling(Plugin):
                 "message": rejection.message(pod.key),
             },
         }
+
+    def _explain_tree(self, pod: PodInfo, demand: TreeDemand) -> dict[str, Any]:
+        """The tree arithmetic of the pod: used, runtime, min and max of its quota and every
+        ancestor, and the verdict."""
+        tree_state = self.tree_state()
+        request = quota_request(pod.requests)
+
+        def units(values: Resources, names: Sequence[str]) -> dict[str, str]:
+            return {r: format_units(r, values.get(r, 0)) for r in names}
+
+        chain = []
+        for node in self.tree.chain(demand.quota):
+            names = sorted(node.max)
+            chain.append(
+                {
+                    "quota": f"{node.namespace}/{node.name}",
+                    "used": units(tree_state.used.get(node.name, {}), names),
+                    "request": units(tree_state.request.get(node.name, {}), names),
+                    "runtime": units(tree_state.runtime.get(node.name, {}), names),
+                    "min": units(node.min, names),
+                    "max": units(node.max, names),
+                }
+            )
+        rejection = check_tree(self.tree, tree_state, demand.quota, request, demand.preemptible)
+        return {
+            "quota": chain[0]["quota"],
+            "preemptible": demand.preemptible,
+            "requested": units(request, sorted(r for r, v in request.items() if v)),
+            "tree": chain,
+            "rejection": None
+            if rejection is None
+            else {
+                "reason": rejection.reason,
+                "quota": rejection.quota,
+                "message": rejection.message(),
+            },
+        }
+
+
+class TreeVictims:
+    """Which pods a tree quota's pod may evict: preemptible pods of other tree quotas over
+    their runtime, when its own quota is within its runtime with the pod."""
+
+    def __init__(self, plugin: CapacityScheduling, pod: PodInfo, demand: TreeDemand) -> None:
+        self.plugin = plugin
+        self.tree = plugin.tree
+        self.state = plugin.tree_state()
+        self.demand = demand
+        self.request = quota_request(pod.requests)
+        self.nominated = plugin.tree_nominated(pod)
+        self.reclaim = within_runtime(self.tree, self.state, demand.quota, self.request)
+
+    def _tree_pod(self, pod: PodInfo) -> TreePod | None:
+        try:
+            quota = self.plugin.tree_quota_of(pod)
+            preemptible = parse_pod(pod.labels).preemptible
+        except TreeError:
+            return None
+        if quota is None:
+            return None
+        return TreePod(quota, quota_request(pod.requests), True, preemptible)
+
+    def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
+        victims = []
+        for other in self.plugin.handle.view.nodes.pods[row].values():
+            found = self._tree_pod(other)
+            if (
+                found is not None
+                and found.preemptible
+                and other.uid in self.plugin.ledger.pods
+                and may_reclaim(self.tree, self.state, self.demand.quota, self.request, found.quota)
+            ):
+                victims.append(other)
+        return victims
+
+    def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
+        freed = [
+            found
+            for victim in victims
+            if victim.uid in self.plugin.ledger.pods and (found := self._tree_pod(victim))
+        ]
+        rejection = check_tree(
+            self.tree,
+            without(self.tree, self.state, freed),
+            self.demand.quota,
+            self.request,
+            self.demand.preemptible,
+            self.nominated,
+        )
+        return () if rejection is None else (rejection.message(),)
+
+    def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
+        return True  # reclaim evicts whatever the priority
+
+    def evicted(self, victim: PodInfo) -> None:
+        self.plugin.evicted(victim)
 
 
 class QuotaVictims:

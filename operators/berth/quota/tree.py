@@ -1,0 +1,317 @@
+"""Koordinator's quota tree on ElasticQuota objects: labels and annotations, parsed and checked.
+
+A quota joins the tree when it carries any label or annotation under
+``quota.scheduling.koordinator.sh/``; one without keeps scheduler-plugins' flat, per-namespace
+rules. Tree quotas are known by name (as in Koordinator); ``parent`` names the parent
+(the root when absent), ``is-parent: "true"`` marks a quota that only groups children,
+``allow-lent-resource: "false"`` keeps a quota's unused min from being lent, and the
+``shared-weight`` annotation (a resource list, defaulting to max) splits what is left among
+siblings. A pod belongs to the quota its ``quota.scheduling.koordinator.sh/name`` label names,
+else to the tree quota whose ``namespaces`` annotation lists its namespace, else to the tree
+quota of its namespace.
+
+Kueue's limits come as optional annotations under Berth's own prefix, resource lists like
+the shared weight: ``berth.io/lending-limit`` is the most of its unused min a quota lends
+(the rest it keeps even when idle; at most its min), ``berth.io/borrowing-limit`` the most
+it uses beyond its min. Either one also puts a quota in the tree.
+
+Koordinator quietly falls back to defaults on malformed values; here a value that cannot be
+read, or a key Berth does not honour, refuses the quota (or the pod) with a message naming
+it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from berth.api.quantity import QuantityError
+from berth.podresources import Resources, resource_list
+from berth.quota.check import precedence
+
+PREFIX: Final = "quota.scheduling.koordinator.sh/"
+LABEL_PARENT: Final = PREFIX + "parent"
+LABEL_IS_PARENT: Final = PREFIX + "is-parent"
+LABEL_ALLOW_LENT_RESOURCE: Final = PREFIX + "allow-lent-resource"
+LABEL_NAME: Final = PREFIX + "name"
+LABEL_PREEMPTIBLE: Final = PREFIX + "preemptible"
+ANNOTATION_SHARED_WEIGHT: Final = PREFIX + "shared-weight"
+ANNOTATION_NAMESPACES: Final = PREFIX + "namespaces"
+ANNOTATION_RUNTIME: Final = PREFIX + "runtime"
+ANNOTATION_REQUEST: Final = PREFIX + "request"
+BERTH_PREFIX: Final = "berth.io/"
+ANNOTATION_LENDING_LIMIT: Final = BERTH_PREFIX + "lending-limit"
+ANNOTATION_BORROWING_LIMIT: Final = BERTH_PREFIX + "borrowing-limit"
+LIMIT_ANNOTATIONS: Final = (ANNOTATION_LENDING_LIMIT, ANNOTATION_BORROWING_LIMIT)
+ROOT: Final = "koordinator-root-quota"
+"""The implicit root: a quota without a ``parent`` label hangs from it."""
+
+QUOTA_LABELS: Final = frozenset({LABEL_PARENT, LABEL_IS_PARENT, LABEL_ALLOW_LENT_RESOURCE})
+QUOTA_ANNOTATIONS: Final = frozenset(
+    # runtime and request are what Berth writes back; reading them changes nothing.
+    {ANNOTATION_SHARED_WEIGHT, ANNOTATION_NAMESPACES, ANNOTATION_RUNTIME, ANNOTATION_REQUEST}
+)
+POD_LABELS: Final = frozenset({LABEL_NAME, LABEL_PREEMPTIBLE})
+_BOOLEANS: Final = {"true": True, "false": False}
+
+
+class TreeError(ValueError):
+    """A label or annotation Berth cannot honour; the message names it."""
+
+
+def is_tree_quota(obj: Mapping[str, Any]) -> bool:
+    """Whether an ElasticQuota takes part in the tree (any key under the Koordinator prefix,
+    or one of Berth's limits)."""
+    meta = obj.get("metadata") or {}
+    keys = [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]
+    return any(key.startswith(PREFIX) or key in LIMIT_ANNOTATIONS for key in keys)
+
+
+@dataclass(frozen=True)
+class TreeQuota:
+    """One quota of the tree, in scheduler units."""
+
+    name: str
+    namespace: str
+    parent: str
+    is_parent: bool
+    allow_lent: bool
+    min: Resources
+    max: Resources
+    shared_weight: Resources
+    namespaces: tuple[str, ...] = ()
+    lending_limit: Resources = field(default_factory=dict)  # a resource not listed: all
+    borrowing_limit: Resources = field(default_factory=dict)  # a resource not listed: to max
+    created: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def weight(self, resource: str) -> int:
+        return self.shared_weight.get(resource, 0)
+
+
+def _boolean(key: str, value: str) -> bool:
+    if value not in _BOOLEANS:
+        raise TreeError(f'{key} must be "true" or "false", not {value!r}')
+    return _BOOLEANS[value]
+
+
+def _resource_annotation(key: str, value: str) -> Resources:
+    """A JSON resource list annotation (shared weight, limits) in scheduler units."""
+    try:
+        parsed = json.loads(value)
+        if not isinstance(parsed, dict):
+            raise TypeError("not an object")
+        values = resource_list(parsed)
+    except (ValueError, TypeError, QuantityError) as error:
+        raise TreeError(
+            f"{key} must be a JSON resource list such as "
+            f'{{"cpu": "4", "memory": "8Gi"}}, not {value!r} ({error})'
+        ) from error
+    if any(v < 0 for v in values.values()):
+        raise TreeError(f"{key} must not be negative: {value!r}")
+    return values
+
+
+def _namespaces(value: str) -> tuple[str, ...]:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, list) or not all(isinstance(n, str) and n for n in parsed):
+        raise TreeError(
+            f'{ANNOTATION_NAMESPACES} must be a JSON list of namespace names such as ["a", "b"], '
+            f"not {value!r}"
+        )
+    return tuple(parsed)
+
+
+def _unknown(keys: Iterable[str], known: frozenset[str], what: str) -> None:
+    unknown = sorted(k for k in keys if k.startswith(PREFIX) and k not in known)
+    if unknown:
+        raise TreeError(f"{what} {', '.join(unknown)} not supported by Berth")
+
+
+def parse_quota(obj: Mapping[str, Any]) -> TreeQuota:
+    """The tree quota an ElasticQuota describes; raises :class:`TreeError` naming what is wrong."""
+    meta = obj.get("metadata") or {}
+    labels: dict[str, str] = dict(meta.get("labels") or {})
+    annotations: dict[str, str] = dict(meta.get("annotations") or {})
+    spec = obj.get("spec") or {}
+    name = meta.get("name") or ""
+    _unknown(labels, QUOTA_LABELS, "label")
+    _unknown(annotations, QUOTA_ANNOTATIONS, "annotation")
+    parent = labels.get(LABEL_PARENT) or ROOT
+    if parent == name:
+        raise TreeError(f"{LABEL_PARENT} names the quota itself ({name!r})")
+    maximum = resource_list(spec.get("max"))
+    weight = (
+        _resource_annotation(ANNOTATION_SHARED_WEIGHT, annotations[ANNOTATION_SHARED_WEIGHT])
+        if ANNOTATION_SHARED_WEIGHT in annotations
+        else {}
+    )
+    if not any(weight.values()):  # Koordinator: absent or all zero means "as max"
+        weight = dict(maximum)
+    minimum = resource_list(spec.get("min"))
+    limits = {
+        key: _resource_annotation(key, annotations[key]) if key in annotations else {}
+        for key in LIMIT_ANNOTATIONS
+    }
+    lending = limits[ANNOTATION_LENDING_LIMIT]
+    over = sorted(r for r, v in lending.items() if v > minimum.get(r, 0))
+    if over:
+        raise TreeError(
+            f"{ANNOTATION_LENDING_LIMIT} must not exceed min (a quota lends only its own min); "
+            f"it does for {', '.join(over)}"
+        )
+    return TreeQuota(
+        name=name,
+        namespace=meta.get("namespace") or "",
+        parent=parent,
+        is_parent=_boolean(LABEL_IS_PARENT, labels.get(LABEL_IS_PARENT, "false")),
+        allow_lent=_boolean(
+            LABEL_ALLOW_LENT_RESOURCE, labels.get(LABEL_ALLOW_LENT_RESOURCE, "true")
+        ),
+        min=minimum,
+        max=maximum,
+        shared_weight=weight,
+        namespaces=_namespaces(annotations[ANNOTATION_NAMESPACES])
+        if ANNOTATION_NAMESPACES in annotations
+        else (),
+        lending_limit=lending,
+        borrowing_limit=limits[ANNOTATION_BORROWING_LIMIT],
+        created=str(meta.get("creationTimestamp") or ""),
+        raw=dict(obj),
+    )
+
+
+@dataclass(frozen=True)
+class PodQuota:
+    """What a pod's labels say about its quota."""
+
+    name: str | None
+    preemptible: bool
+
+
+def parse_pod(labels: Mapping[str, str]) -> PodQuota:
+    """The pod's quota label and preemptibility; raises :class:`TreeError` naming what is wrong."""
+    _unknown(labels, POD_LABELS, "pod label")
+    preemptible = _boolean(LABEL_PREEMPTIBLE, labels.get(LABEL_PREEMPTIBLE, "true"))
+    return PodQuota(labels.get(LABEL_NAME) or None, preemptible)
+
+
+@dataclass
+class QuotaTree:
+    """The tree quotas by name, their children, and the quotas refused with why."""
+
+    quotas: dict[str, TreeQuota] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, name) -> why
+    by_namespace: dict[str, str] = field(default_factory=dict)
+
+    def chain(self, name: str) -> list[TreeQuota]:
+        """The quota and its ancestors, nearest first (the root is not a quota)."""
+        chain: list[TreeQuota] = []
+        while name in self.quotas:
+            chain.append(self.quotas[name])
+            name = self.quotas[name].parent
+        return chain
+
+    def sum_of_children_min(self, name: str) -> Resources:
+        total: Resources = {}
+        for child in self.children.get(name, ()):
+            for resource, value in self.quotas[child].min.items():
+                total[resource] = total.get(resource, 0) + value
+        return total
+
+    def min_overcommitted(self, name: str) -> list[str]:
+        """Resources whose children's mins add up to more than the parent's min."""
+        parent = self.quotas[name]
+        return sorted(
+            resource
+            for resource, value in self.sum_of_children_min(name).items()
+            if value > parent.min.get(resource, 0)
+        )
+
+    def resolve(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """The name of the tree quota a pod belongs to (None: none of the tree's);
+        raises :class:`TreeError` when its label names a quota the tree cannot use."""
+        named = parse_pod(labels).name
+        if named is None:
+            found = self.by_namespace.get(namespace)
+            if found is None:
+                # A namespace whose tree quota is refused is not left unchecked.
+                for (ns, name), reason in sorted(self.refused.items()):
+                    if ns == namespace:
+                        raise TreeError(f"ElasticQuota {ns}/{name} is refused: {reason}")
+            return found
+        if named in self.quotas:
+            if self.quotas[named].is_parent:
+                raise TreeError(
+                    f"{LABEL_NAME} names ElasticQuota {named}, a parent quota "
+                    f"({LABEL_IS_PARENT}=true): a parent runs no pods"
+                )
+            return named
+        why = next((w for (_, n), w in self.refused.items() if n == named), None)
+        if why is not None:
+            raise TreeError(f"{LABEL_NAME} names ElasticQuota {named}, which is refused: {why}")
+        raise TreeError(f"{LABEL_NAME} names ElasticQuota {named}, which does not exist")
+
+
+def build_tree(objects: Iterable[Mapping[str, Any]]) -> QuotaTree:
+    """The tree of the tree-labelled quotas among ``objects``; any quota that cannot take
+    part (malformed, duplicate name, missing or non-parent parent, a cycle) is refused,
+    and so is everything below it."""
+    tree = QuotaTree()
+    parsed: list[TreeQuota] = []
+    for obj in objects:
+        if not is_tree_quota(obj):
+            continue
+        meta = obj.get("metadata") or {}
+        try:
+            parsed.append(parse_quota(obj))
+        except (TreeError, QuantityError) as error:
+            tree.refused[(meta.get("namespace") or "", meta.get("name") or "")] = str(error)
+    candidates: dict[str, TreeQuota] = {}
+    for quota in sorted(parsed, key=lambda q: precedence(q.created, q.name)):
+        if quota.name in candidates:
+            first = candidates[quota.name]
+            tree.refused[(quota.namespace, quota.name)] = (
+                f"ElasticQuota {first.namespace}/{quota.name} already has this name "
+                "(tree quotas are known by name)"
+            )
+        else:
+            candidates[quota.name] = quota
+    # A quota stays when its ancestors, up to the root, all stay and are parents.
+    for quota in candidates.values():
+        seen = {quota.name}
+        current = quota
+        why = None
+        while current.parent != ROOT:
+            parent = candidates.get(current.parent)
+            if parent is None:
+                why = f"parent ElasticQuota {current.parent} does not exist"
+            elif not parent.is_parent:
+                why = f"parent ElasticQuota {parent.name} is not labelled {LABEL_IS_PARENT}=true"
+            elif parent.name in seen:
+                why = f"{LABEL_PARENT} labels form a cycle through {parent.name}"
+            if why is not None:
+                break
+            assert parent is not None
+            seen.add(parent.name)
+            current = parent
+        if why is None:
+            tree.quotas[quota.name] = quota
+        else:
+            tree.refused[(quota.namespace, quota.name)] = why
+    for quota in sorted(tree.quotas.values(), key=lambda q: precedence(q.created, q.name)):
+        tree.children.setdefault(quota.parent, []).append(quota.name)
+        if quota.is_parent:
+            continue
+        for namespace in quota.namespaces:
+            tree.by_namespace.setdefault(namespace, quota.name)
+    for quota in sorted(tree.quotas.values(), key=lambda q: precedence(q.created, q.name)):
+        if not quota.is_parent and not quota.namespaces:
+            tree.by_namespace.setdefault(quota.namespace, quota.name)
+    return tree

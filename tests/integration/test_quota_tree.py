@@ -1,0 +1,324 @@
+"""Koordinator's quota tree on the local cluster, through a real `berth run`: the
+docs/examples/quota-tree walk-through. A department (max 8 of 10 GPUs) over two teams
+(min 2, max 8, weights 8 and 16) shares its runtime by weight and bounds its teams; an idle
+team's share goes to its sibling and comes back by reclaim, each freed GPU held by a
+Reservation of the reclaiming pod; non-preemptible pods stay within their quota's min and
+are never reclaimed; a lending limit caps what a sibling borrows.
+Status and Koordinator's annotations carry the runtime table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
+
+from tests.integration.cluster import Nodes
+from tests.integration.processes import BerthRun
+from tests.support import REPO, eventually
+
+GROUP, VERSION, PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
+GPU = "nvidia.com/gpu"
+PREFIX = "quota.scheduling.koordinator.sh/"
+EXAMPLE = REPO / "docs" / "examples" / "quota-tree"
+CONFIG = EXAMPLE / "scheduler-config.yaml"
+WITHIN = 120.0
+
+
+def short(namespace: str) -> str:
+    return "qt-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+
+
+def documents(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLE / name).read_text()) if d]
+
+
+class Walkthrough:
+    """The example's namespaces and quota names mapped onto this test's: tree quotas are
+    known by name across the cluster, so each test names its own."""
+
+    def __init__(self, api: ApiClient, namespaces: dict[str, str], prefix: str) -> None:
+        self.api = api
+        self.namespaces = namespaces  # example namespace -> this test's
+        self.prefix = prefix
+        self.scheduler = prefix
+
+    def quota_name(self, name: str) -> str:
+        return f"{self.prefix}-{name}"
+
+    async def apply_quotas(self, annotations: dict[str, dict[str, str]] | None = None) -> None:
+        """The example's quotas, with ``annotations`` added by example quota name."""
+        custom = CustomObjectsApi(self.api)
+        for doc in documents("quotas.yaml"):
+            if doc["kind"] != "ElasticQuota":
+                continue
+            meta = doc["metadata"]
+            meta.setdefault("annotations", {}).update((annotations or {}).get(meta["name"], {}))
+            meta["name"] = self.quota_name(meta["name"])
+            meta["namespace"] = self.namespaces[meta["namespace"]]
+            labels = meta.get("labels") or {}
+            if PREFIX + "parent" in labels:
+                labels[PREFIX + "parent"] = self.quota_name(labels[PREFIX + "parent"])
+            await custom.create_namespaced_custom_object(
+                GROUP, VERSION, meta["namespace"], PLURAL, doc
+            )
+
+    async def apply_workloads(
+        self, name: str, teams: tuple[str, ...] = ("team-a", "team-b")
+    ) -> None:
+        for doc in documents(name):
+            if doc["metadata"]["namespace"] not in teams:
+                continue
+            doc["metadata"]["namespace"] = namespace = self.namespaces[doc["metadata"]["namespace"]]
+            doc["spec"]["template"]["spec"]["schedulerName"] = self.scheduler
+            await AppsV1Api(self.api).create_namespaced_deployment(namespace, doc)
+
+    async def scale(self, team: str, replicas: int) -> None:
+        await AppsV1Api(self.api).patch_namespaced_deployment_scale(
+            "trainer", self.namespaces[team], {"spec": {"replicas": replicas}}
+        )
+
+    async def pods(self, team: str, app: str = "trainer") -> tuple[list[Any], list[Any]]:
+        """(bound, waiting) pods of the team's Deployment, not being deleted."""
+        listed = await CoreV1Api(self.api).list_namespaced_pod(
+            self.namespaces[team], label_selector=f"app={app}"
+        )
+        live = [p for p in listed.items if p.metadata.deletion_timestamp is None]
+        return [p for p in live if p.spec.node_name], [p for p in live if not p.spec.node_name]
+
+    async def quota(self, name: str) -> dict[str, Any]:
+        namespace = self.namespaces[name]
+        obj: dict[str, Any] = await CustomObjectsApi(self.api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, self.quota_name(name)
+        )
+        return obj
+
+    async def gpus(self, name: str, field: str) -> str | None:
+        return (((await self.quota(name)).get("status") or {}).get(field) or {}).get(GPU)
+
+    async def settle(
+        self, expected: dict[str, tuple[int, int]], app: str = "trainer", within: float = WITHIN
+    ) -> None:
+        """Until each team has (bound, waiting) pods, and stays so for a moment."""
+        seen: dict[str, tuple[int, int]] = {}
+
+        async def steady() -> bool:
+            for team in expected:
+                bound, waiting = await self.pods(team, app)
+                seen[team] = (len(bound), len(waiting))
+            return seen == expected
+
+        try:
+            await eventually(steady, within)
+        except AssertionError as err:
+            raise AssertionError(f"(bound, waiting) {seen} != {expected}") from err
+
+    async def table(self, expected: dict[str, dict[str, str]]) -> None:
+        """Until the quotas' status says ``expected`` (quota -> field -> GPUs)."""
+        seen: dict[str, dict[str, str | None]] = {}
+
+        async def written() -> bool:
+            for name, fields in expected.items():
+                seen[name] = {f: await self.gpus(name, f) for f in fields}
+            return seen == expected
+
+        try:
+            await eventually(written, WITHIN)
+        except AssertionError as err:
+            raise AssertionError(f"status {seen} != {expected}") from err
+
+    async def waiting_message(self, team: str, app: str = "trainer") -> str:
+        _, waiting = await self.pods(team, app)
+        assert waiting
+        name = waiting[0].metadata.name
+        core = CoreV1Api(self.api)
+        messages: list[str] = []
+
+        async def refused() -> bool:
+            events = await core.list_namespaced_event(
+                self.namespaces[team], field_selector=f"involvedObject.name={name}"
+            )
+            messages[:] = [e.message for e in events.items if e.reason == "FailedScheduling"]
+            return bool(messages)
+
+        await eventually(refused, WITHIN)
+        return messages[-1]
+
+
+@pytest.fixture
+async def team_namespaces(api: ApiClient, namespace: str) -> AsyncIterator[dict[str, str]]:
+    core = CoreV1Api(api)
+    made = {"team-a": f"{namespace[:50]}-a", "team-b": f"{namespace[:50]}-b"}
+    for name in made.values():
+        await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield {"research": namespace, **made}
+    finally:
+        for name in made.values():
+            await core.delete_namespace(name)
+
+
+@pytest.fixture
+async def gpu_nodes(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
+    nodes = Nodes(api, short(namespace))
+    try:
+        names = []
+        for i, doc in enumerate(documents("gpu-nodes.yaml")):
+            names.append(await nodes.add(f"gpu{i}", allocatable=doc["status"]["allocatable"]))
+        yield names
+    finally:
+        await nodes.delete_all()
+
+
+@pytest.fixture
+def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[BerthRun]:
+    """`berth run` (not started) with the walk-through's scheduler configuration."""
+    config = yaml.safe_load(CONFIG.read_text())
+    config["profiles"][0]["schedulerName"] = short(namespace)
+    process = BerthRun.configured(kubeconfig_path, config, tmp_path)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def only_this_tree(api: ApiClient, namespaces: set[str]) -> None:
+    """Tree quotas of earlier tests (namespaces still being deleted) would share the root."""
+    custom = CustomObjectsApi(api)
+
+    async def alone() -> bool:
+        listed = await custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        return all(
+            q["metadata"]["namespace"] in namespaces
+            for q in listed["items"]
+            if any(k.startswith(PREFIX) for k in q["metadata"].get("labels") or {})
+        )
+
+    await eventually(alone, within=WITHIN)
+
+
+@pytest.fixture
+async def walkthrough(
+    api: ApiClient,
+    namespace: str,
+    team_namespaces: dict[str, str],
+    gpu_nodes: list[str],
+) -> Walkthrough:
+    """The example's nodes and namespaces, once no other test's tree is left."""
+    await only_this_tree(api, set(team_namespaces.values()))
+    return Walkthrough(api, team_namespaces, short(namespace))
+
+
+async def test_a_department_shares_by_weight_and_bounds_its_teams(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    tree = walkthrough
+    await tree.apply_quotas()
+    await tree.apply_workloads("workloads.yaml")
+    # Both teams' 16 pods wait before the scheduler starts, so each team's demand is known
+    # from the first decision and the split does not depend on which pod comes first.
+    await tree.settle({"team-a": (0, 8), "team-b": (0, 8)})
+    berth.start()
+    # research: min(10 GPUs, 16 wanted, max 8) = 8. Teams: mins 2 + 2, then the 4 left
+    # by weight 8 : 16 -> 1 and 3 (the leftover unit to the larger remainder): 3 and 5.
+    await tree.settle({"team-a": (3, 5), "team-b": (5, 3)})
+    await tree.table(
+        {
+            "research": {"runtime": "8", "used": "8", "request": "16"},
+            "team-a": {"runtime": "3", "used": "3", "request": "8", "borrowed": "1"},
+            "team-b": {"runtime": "5", "used": "5", "request": "8", "borrowed": "3"},
+        }
+    )
+    # Two GPUs stay free: the department's max bounds its teams.
+    message = await tree.waiting_message("team-a")
+    assert f"Insufficient quotas, quotaName: {tree.quota_name('team-a')}, " in message
+    assert "exceedDimensions: [nvidia.com/gpu]" in message
+    annotations = (await tree.quota("team-b"))["metadata"]["annotations"]
+    assert json.loads(annotations[PREFIX + "runtime"]) == {GPU: "5"}
+    assert json.loads(annotations[PREFIX + "request"]) == {GPU: "8"}
+
+    # team-b goes idle: its share (and its min, which it lends) goes to team-a.
+    await tree.scale("team-b", 0)
+    await tree.settle({"team-a": (8, 0), "team-b": (0, 0)})
+    await tree.table(
+        {
+            "research": {"runtime": "8", "used": "8"},
+            "team-a": {"runtime": "8", "used": "8", "borrowed": "6"},
+            "team-b": {"runtime": "0", "used": "0", "lent": "2"},
+        }
+    )
+
+
+async def test_non_preemptible_pods_stay_within_min(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    tree = walkthrough
+    await tree.apply_quotas()
+    berth.start()
+    await tree.apply_workloads("non-preemptible.yaml")
+    await tree.settle({"team-a": (2, 1)}, app="server")
+    message = await tree.waiting_message("team-a", app="server")
+    assert (
+        f"Insufficient non-preemptible quotas, quotaName: {tree.quota_name('team-a')}, "
+        "min: map[nvidia.com/gpu:2], nonPreemptibleUsed: map[nvidia.com/gpu:2], "
+        "pod's request: map[nvidia.com/gpu:1 pods:1], exceedDimensions: [nvidia.com/gpu]"
+    ) in message
+    # The refusal is the label's: preemptible pods of the same team borrow up to the
+    # department's 8 (team-a's demand, 3 + 8 capped at its max 8, all of it).
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    await tree.settle({"team-a": (6, 2)})
+
+
+async def test_a_lending_limit_caps_what_others_borrow(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    tree = walkthrough
+    await tree.apply_quotas({"team-b": {"berth.io/lending-limit": json.dumps({GPU: "1"})}})
+    berth.start()
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    # research hands down 8; idle team-b lends only 1 of its min 2 and keeps the other:
+    # team-a gets 8 - 1 = 7, not the 8 it would without the limit.
+    await tree.settle({"team-a": (7, 1)})
+    await tree.table(
+        {
+            "team-a": {"runtime": "7", "used": "7"},
+            "team-b": {"runtime": "1", "used": "0", "lent": "1"},
+        }
+    )
+    assert f"quotaName: {tree.quota_name('team-a')}, " in await tree.waiting_message("team-a")
+
+
+async def test_borrowed_capacity_comes_back_through_reservations(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    tree = walkthrough
+    await tree.apply_quotas()
+    berth.start()
+    # A non-preemptible pod of team-a (within its min) and its trainers borrowing the rest.
+    await tree.apply_workloads("non-preemptible.yaml")
+    await tree.settle({"team-a": (2, 1)}, app="server")
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    await tree.settle({"team-a": (6, 2)})
+    # team-b's demand returns: runtime team-a 3 (2 servers + 1 trainer), team-b 5. Every
+    # GPU team-b gets is reclaimed from team-a's trainers and held for the reclaiming pod.
+    await tree.apply_workloads("workloads.yaml", teams=("team-b",))
+    await tree.settle({"team-b": (5, 3)}, within=240)
+    await tree.settle({"team-a": (1, 7)})
+    await tree.settle({"team-a": (2, 1)}, app="server")  # never reclaimed
+    await tree.table(
+        {
+            "team-a": {"runtime": "3", "used": "3"},
+            "team-b": {"runtime": "5", "used": "5"},
+        }
+    )
+    core = CoreV1Api(tree.api)
+    held = await core.list_namespaced_event(
+        tree.namespaces["team-b"], field_selector="reason=ReservedForPreemption"
+    )
+    assert held.items, "no Reservation held what the reclaim freed"

@@ -44,6 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the integration tests against this kubeconfig instead of the local cluster",
     )
     parser.addoption(
+        "--mutations",
+        action="store_true",
+        default=False,
+        help="run the checker against Berth broken on purpose (reliability/test_mutations.py)",
+    )
+    parser.addoption(
         "--long",
         action="store_true",
         default=False,
@@ -51,10 +57,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mutations = config.getoption("mutations")
     for item in items:
         if "tests/integration/" in item.nodeid:
             item.add_marker(pytest.mark.integration)
+        if "tests/reliability/test_mutations.py" in item.nodeid and not mutations:
+            item.add_marker(
+                pytest.mark.skip(reason="the mutation runs take 15-25 minutes: tox -e mutations")
+            )
 
 
 @pytest.fixture(scope="session")

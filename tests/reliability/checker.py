@@ -459,6 +459,10 @@ class Checker:
             # Waiting ones (preAllocation) are placed without free capacity, by design.
             if status.get("phase") != "Available" or not status.get("nodeName"):
                 continue
+            if r["spec"].get("allocateOnce", True) and taken.get(name):
+                # allocateOnce and its owner is in: what it did not use is released at once
+                # (docs/reservation.md), before the operator writes Succeeded.
+                continue
             held = requests_of((r["spec"].get("template") or {}).get("spec") or {})
             left = {k: max(Decimal(0), v - taken[name].get(k, Decimal(0))) for k, v in held.items()}
             _add(used[status["nodeName"]], left)

@@ -1,0 +1,134 @@
+"""``berth bench``: the local cluster brought to each workload's nodes, and every side run
+on the same pods, repeats alternating the order; the tables printed, the trials written to
+a CSV (and, over several node counts, drawn as the scale curve)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from berth.bench.arrival import Latency, run_latency
+from berth.bench.backlog import Trial, alternating, run_trial
+from berth.bench.fixture import Fixture
+from berth.bench.process import free_port
+from berth.bench.report import Conditions, read_csv, table, write_csv
+from berth.bench.sides import BERTH, KUBE_SCHEDULER, make_side
+from berth.bench.workloads import WORKLOADS
+from berth.kube.client import client_from_kubeconfig
+from berth.localcluster.build import Binaries
+
+
+@dataclass(frozen=True)
+class Plan:
+    workloads: tuple[str, ...]
+    node_counts: tuple[int, ...]
+    pods: int | None
+    """Pending pods per trial; None: the workload's proportion of the nodes."""
+    sides: tuple[str, ...]
+    repeats: int
+    qps: float
+    burst: int
+    rate: float | None = None
+    """Pods per second for the arrival-rate latency mode; None: the backlog."""
+
+
+def say_plugins(say: Callable[[str], None], sides: Sequence[str]) -> None:
+    from berth.bench.sides import berth_plugins, kube_disabled, kube_plugins
+
+    if KUBE_SCHEDULER in sides:
+        say(f"kube-scheduler runs: {', '.join(kube_plugins())}")
+        say(f"  (disabled there, as Berth lacks them: {', '.join(kube_disabled())})")
+    if BERTH in sides:
+        say(f"Berth runs: {', '.join(berth_plugins())}")
+
+
+async def run_plan(
+    plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]
+) -> tuple[list[Trial], list[Latency]]:
+    """Every (nodes, workload) of the plan: backlog trials, or with ``plan.rate`` the
+    arrival-rate latency, of every side, repeats alternating the order."""
+    trials: list[Trial] = []
+    latencies: list[Latency] = []
+    async with await client_from_kubeconfig(kubeconfig) as api:
+        fixture = Fixture(api, say)
+        await fixture.namespaces()
+        with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:
+            sides = {
+                label: make_side(
+                    label,
+                    kubeconfig=kubeconfig,
+                    qps=plan.qps,
+                    burst=plan.burst,
+                    workdir=Path(tmp),
+                    kube_scheduler=binaries["kube-scheduler"],
+                    metrics_port=free_port(),
+                )
+                for label in plan.sides
+            }
+            for nodes in plan.node_counts:
+                for name in plan.workloads:
+                    workload = WORKLOADS[name]
+                    init, pods = workload.sizes(nodes, plan.pods)
+                    await fixture.nodes(workload, nodes)
+                    for repeat, label in alternating(plan.sides, plan.repeats):
+                        if plan.rate is not None:
+                            latencies.append(
+                                await run_latency(
+                                    api,
+                                    fixture,
+                                    sides[label],
+                                    workload,
+                                    repeat=repeat,
+                                    nodes=nodes,
+                                    init_pods=init,
+                                    pods=pods,
+                                    rate=plan.rate,
+                                    say=say,
+                                )
+                            )
+                            continue
+                        trials.append(
+                            await run_trial(
+                                api,
+                                fixture,
+                                sides[label],
+                                workload,
+                                repeat=repeat,
+                                nodes=nodes,
+                                init_pods=init,
+                                pods=pods,
+                                say=say,
+                            )
+                        )
+        await fixture.clear_pods()
+    return trials, latencies
+
+
+def publish(trials: Sequence[Trial], conditions: Conditions, csv_path: Path | None) -> None:
+    """Print the tables; with ``csv_path``, write the CSV and its picture beside it."""
+    sys.stdout.write(conditions.show() + "\n" + table(trials) + "\n")
+    if csv_path is not None:
+        write_csv(csv_path, trials, conditions)
+        sys.stdout.write(f"wrote {csv_path}\n")
+        replot(csv_path)
+
+
+def replot(csv_path: Path) -> None:
+    """Draw the picture of a CSV written by a run (``.png`` beside it), if it has one."""
+    from berth.bench.plots import plot
+
+    trials, header = read_csv(csv_path)
+    picture = plot(trials, header, csv_path.with_suffix(".png"))
+    if picture is not None:
+        sys.stdout.write(f"wrote {picture}\n")
+
+
+def run(
+    plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]
+) -> tuple[list[Trial], list[Latency]]:
+    say_plugins(say, plan.sides)
+    return asyncio.run(run_plan(plan, kubeconfig, binaries, say))

@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from berth.bench.bindings import BindWatch
 from berth.bench.fixture import Fixture
-from berth.bench.process import SideProcess
+from berth.bench.process import SideProcess, apiserver_pid, cpu_seconds
 from berth.bench.sides import Side
 from berth.bench.workloads import Workload
 
@@ -45,11 +45,26 @@ class Trial:
     start_to_last: float
     peak_rss_mib: float
     cycle_p99_ms: float
+    cpu_seconds: float
+    """CPU time the side's process used, start to last binding."""
+    apiserver_cpu_seconds: float
+    """CPU time the API server used over the same span (NaN when it was not found)."""
 
     @property
     def throughput(self) -> float:
         """Bindings per second between the first and the last (intervals over time)."""
         return (self.bound - 1) / self.first_to_last if self.first_to_last > 0 else float("nan")
+
+    @property
+    def cpu_share(self) -> float:
+        """Cores the side kept busy on average, start to last binding."""
+        return self.cpu_seconds / self.start_to_last if self.start_to_last > 0 else float("nan")
+
+    @property
+    def apiserver_share(self) -> float:
+        """Cores the API server kept busy on average over the same span."""
+        span = self.start_to_last
+        return self.apiserver_cpu_seconds / span if span > 0 else float("nan")
 
     @property
     def overall(self) -> float:
@@ -89,8 +104,10 @@ async def run_trial(
     await fixture.create_pods([workload.measured_pod(i, side.scheduler_name) for i in range(pods)])
     say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")
     process = SideProcess(side)
+    server = apiserver_pid(str(api.configuration.host))
     async with BindWatch(api, pods) as watch:
         started = time.perf_counter()
+        server_cpu = cpu_seconds(server) if server else float("nan")
         await process.start()
         try:
             deadline = started + deadline_for(pods)
@@ -102,6 +119,8 @@ async def run_trial(
                         f"{side.label}: only {len(watch.bound)} of {pods} pods bound in time"
                     )
                 await asyncio.sleep(POLL_SECONDS)
+            used = process.cpu_seconds()
+            server_used = (cpu_seconds(server) if server else float("nan")) - server_cpu
             cycle_p99 = await process.cycle_p99_ms()
             rss = process.peak_rss_mib()
         finally:
@@ -120,9 +139,11 @@ async def run_trial(
         start_to_last=times[-1] - started,
         peak_rss_mib=rss,
         cycle_p99_ms=cycle_p99,
+        cpu_seconds=used,
+        apiserver_cpu_seconds=server_used,
     )
     say(
         f"  {trial.throughput:.1f} pods/s first-to-last, {trial.overall:.1f} from start; "
-        f"peak {rss:.0f} MiB"
+        f"peak {rss:.0f} MiB; {trial.cpu_share:.2f} cores, API server {trial.apiserver_share:.2f}"
     )
     return trial

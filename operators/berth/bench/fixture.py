@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, TypeVar
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.bench.workloads import NAMESPACES, ZONE_KEY, Workload
 from berth.kube.write import NODE, POD, ApiWriter, Conflict, Kind, NotFound
@@ -104,15 +105,23 @@ class Fixture:
         raise FixtureError(f"nodes not Ready and untainted after {READY_TIMEOUT:.0f}s")
 
     async def clear_pods(self) -> None:
-        """Delete every pod of the benchmark's namespaces at once, and wait until gone."""
-        for namespace in NAMESPACES:
-            await self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        """Delete every pod of the benchmark's namespaces, and wait until gone.
+
+        A collection delete of thousands of pods can outlast the API server's request
+        timeout (504) on a loaded machine; it goes on server-side, so it is asked again
+        until nothing is left.
+        """
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             left = 0
             for namespace in NAMESPACES:
                 listed = await self.core.list_namespaced_pod(namespace, limit=1)
-                left += len(listed.items)
+                if listed.items:
+                    left += 1
+                    with contextlib.suppress(ApiException, TimeoutError):
+                        await self.core.delete_collection_namespaced_pod(
+                            namespace, grace_period_seconds=0
+                        )
             if not left:
                 return
             await asyncio.sleep(0.5)

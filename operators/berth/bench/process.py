@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
 import tempfile
@@ -35,6 +36,35 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far (NaN once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    # After the command: state is field 3, utime and stime fields 14 and 15 of proc(5).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def apiserver_pid(server: str) -> int | None:
+    """The local cluster's API server serving ``server`` (https://127.0.0.1:PORT)."""
+    port = server.rsplit(":", 1)[-1]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and argv[0].endswith(b"berth-apiserver")
+            and f"--secure-port={port}".encode() in argv
+        ):
+            return int(entry.name)
+    return None
+
+
 class SideProcess:
     def __init__(self, side: Side) -> None:
         self.side = side
@@ -52,6 +82,9 @@ class SideProcess:
 
     def peak_rss_mib(self) -> float:
         return peak_rss_mib(self.process.pid) if self.process else float("nan")
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.process.pid) if self.process else float("nan")
 
     async def cycle_p99_ms(self) -> float:
         """p99 of the side's scheduling-cycle histogram, in ms (NaN when it has none)."""

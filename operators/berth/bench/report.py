@@ -18,7 +18,7 @@ from berth.bench.sides import BERTH, KUBE_SCHEDULER, NOOP, SIDES
 from berth.bench.stats import Spread
 
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
-CSV_FIELDS = [*TRIAL_FIELDS, "throughput", "overall"]
+CSV_FIELDS = [*TRIAL_FIELDS, "throughput", "overall", "cpu_share", "apiserver_share"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,7 @@ def table(trials: Sequence[Trial]) -> str:
         out.append(
             f"{'side':<15}{'pods/s first-last':>24}{'pods/s from start':>24}"
             f"{'start-first s':>20}{'of ceiling':>11}{'peak MiB':>18}{'p99 cycle ms':>18}"
+            f"{'cores':>18}{'API server cores':>18}"
         )
         ceiling = by_side.get(NOOP, [])
         for side in [s for s in SIDES if s in by_side]:
@@ -114,6 +115,8 @@ def table(trials: Sequence[Trial]) -> str:
                 f"{'' if math.isnan(fraction) else f'{fraction:.2f}':>11}"
                 f"{Spread.of([t.peak_rss_mib for t in rows]).show(0):>18}"
                 f"{Spread.of([t.cycle_p99_ms for t in rows]).show(1):>18}"
+                f"{Spread.of([t.cpu_share for t in rows]).show(2):>18}"
+                f"{Spread.of([t.apiserver_share for t in rows]).show(2):>18}"
             )
             if side != NOOP and exceeds_ceiling(rows, ceiling):
                 out.append(f"  warning: {side} beat the no-op binder in every run")
@@ -134,7 +137,12 @@ def write_csv(path: Path, trials: Sequence[Trial], conditions: Conditions) -> No
         writer.writeheader()
         for trial in trials:
             row: dict[str, object] = dataclasses.asdict(trial)
-            row.update(throughput=trial.throughput, overall=trial.overall)
+            row.update(
+                throughput=trial.throughput,
+                overall=trial.overall,
+                cpu_share=trial.cpu_share,
+                apiserver_share=trial.apiserver_share,
+            )
             writer.writerow(row)
 
 

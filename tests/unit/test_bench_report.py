@@ -137,3 +137,28 @@ def test_every_side_gets_the_same_client_qps_and_burst() -> None:
 
 def test_arrivals_are_evenly_spaced_at_the_rate() -> None:
     assert schedule(4, 2.0) == [0.0, 0.5, 1.0, 1.5]
+
+
+def test_a_curve_over_node_counts_is_drawn_beside_its_csv(tmp_path: Path) -> None:
+    from berth.bench.plots import plot
+
+    trials = [
+        trial(side, 0, seconds, nodes=nodes)
+        for nodes, seconds in ((100, 1.0), (500, 2.0))
+        for side in (KUBE_SCHEDULER, BERTH, NOOP)
+    ]
+    drawn = plot(trials, "commit abc1234; berth bench --curve 100,500", tmp_path / "curve.png")
+    assert drawn == tmp_path / "curve.png"
+    assert drawn.read_bytes().startswith(b"\x89PNG")
+
+
+def test_workloads_at_one_node_count_are_drawn_side_by_side(tmp_path: Path) -> None:
+    from berth.bench.plots import plot
+
+    trials = [
+        dataclasses.replace(trial(side, 0, 1.0), workload=workload)
+        for workload in ("SchedulingBasic", "TopologySpreading")
+        for side in (KUBE_SCHEDULER, BERTH)
+    ]
+    assert plot(trials, "x", tmp_path / "w.png") == tmp_path / "w.png"
+    assert plot(trials[:2], "x", tmp_path / "none.png") is None  # one workload, one size

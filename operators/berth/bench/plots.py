@@ -58,7 +58,10 @@ def plot(trials: Sequence[Trial], footer: str, path: Path) -> Path | None:
             axis.set_xlabel("nodes")
             axis.set_ylim(bottom=0)
             axis.grid(alpha=0.3)
-            axis.legend()
+            if axis.get_legend_handles_labels()[0]:
+                axis.legend()
+            else:
+                axis.text(0.5, 0.5, "not measured", ha="center", transform=axis.transAxes)
         fig.suptitle(f"{curve[0].workload} on a backlog, Berth beside kube-scheduler")
         fig.text(0.01, 0.01, footer, fontsize=7, wrap=True)
         fig.tight_layout(rect=(0, 0.05, 1, 0.95))

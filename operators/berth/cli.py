@@ -104,7 +104,8 @@ def _bench(args: argparse.Namespace) -> int:
     from berth.localcluster.paths import REPO_DIR
 
     if args.replot:
-        suite.replot(Path(args.replot))
+        for path in args.replot:
+            suite.replot(Path(path))
         return 0
     plan = suite.Plan(
         workloads=tuple(args.workload or ["SchedulingBasic"]),
@@ -272,7 +273,9 @@ def parser() -> argparse.ArgumentParser:
         help="latency mode: pods created at this rate per second once the side runs",
     )
     bench.add_argument("--csv", help="write the runs to this CSV, and its picture beside it")
-    bench.add_argument("--replot", metavar="CSV", help="redraw the picture of a written CSV")
+    bench.add_argument(
+        "--replot", metavar="CSV", nargs="+", help="redraw the pictures of written CSVs"
+    )
     bench.add_argument("--keep", action="store_true", help="leave the cluster running")
     bench.add_argument(
         "--cycle-only",

@@ -15,6 +15,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.bench.workloads import NAMESPACES, ZONE_KEY, Workload
 from berth.kube.write import NODE, POD, ApiWriter, Conflict, Kind, NotFound
+from berth.localcluster.kubectl import Kubectl, KubectlError
+from berth.localcluster.paths import REPO_DIR
 
 T = TypeVar("T")
 NAMESPACE: Final = Kind("", "v1", "namespaces", namespaced=False)
@@ -26,6 +28,24 @@ NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.i
 
 class FixtureError(RuntimeError):
     """The cluster could not be brought to the trial's starting state."""
+
+
+def install_crds(kubeconfig: str) -> None:
+    """Berth's CRDs, as an installation has them, listable (Established, storage ready);
+    without them Berth's scheduler would keep retrying their watches during the trial."""
+    kubectl = Kubectl(kubeconfig)
+    folder = REPO_DIR / "crds"
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(folder))
+    kinds = ",".join(p.name.removesuffix(".yaml") for p in sorted(folder.glob("*.*.yaml")))
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        try:
+            kubectl("get", kinds, "--all-namespaces")
+            return
+        except KubectlError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 async def for_each(items: Iterable[T], call: Callable[[T], Awaitable[object]], limit: int) -> None:

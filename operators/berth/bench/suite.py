@@ -13,7 +13,7 @@ from pathlib import Path
 
 from berth.bench.arrival import Latency, run_latency
 from berth.bench.backlog import Trial, alternating, run_trial
-from berth.bench.fixture import Fixture
+from berth.bench.fixture import Fixture, install_crds
 from berth.bench.process import free_port
 from berth.bench.report import Conditions, read_csv, table, write_csv
 from berth.bench.sides import BERTH, KUBE_SCHEDULER, make_side
@@ -131,4 +131,5 @@ def run(
     plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]
 ) -> tuple[list[Trial], list[Latency]]:
     say_plugins(say, plan.sides)
+    install_crds(kubeconfig)
     return asyncio.run(run_plan(plan, kubeconfig, binaries, say))

@@ -100,6 +100,7 @@ def _bench(args: argparse.Namespace) -> int:
     from berth.bench.arrival import latency_table
     from berth.bench.backlog import TrialError
     from berth.bench.fixture import FixtureError
+    from berth.bench.operatorlag import LagError, lag_table
     from berth.bench.report import conditions
     from berth.localcluster.paths import REPO_DIR
 
@@ -124,8 +125,12 @@ def _bench(args: argparse.Namespace) -> int:
     cluster.up(nodes=1, say=say)
     measured = conditions(REPO_DIR, args.qps, args.burst, command.strip())
     try:
+        if args.operator_lag:
+            lags = suite.operator_lag(str(cluster.kubeconfig), args.nodes, say)
+            sys.stdout.write(measured.show() + "\n" + lag_table(lags) + "\n")
+            return 0
         trials, latencies = suite.run(plan, str(cluster.kubeconfig), binaries, say)
-    except (TrialError, FixtureError) as err:
+    except (TrialError, FixtureError, LagError) as err:
         say(f"error: {err}")
         return 1
     finally:
@@ -271,6 +276,12 @@ def parser() -> argparse.ArgumentParser:
         "--rate",
         type=float,
         help="latency mode: pods created at this rate per second once the side runs",
+    )
+    bench.add_argument(
+        "--operator-lag",
+        action="store_true",
+        help="the operators' delays at --nodes nodes: ttl expiry, quota status.used, "
+        "a ConfigMap change reaching every NodeMetric",
     )
     bench.add_argument("--csv", help="write the runs to this CSV, and its picture beside it")
     bench.add_argument(

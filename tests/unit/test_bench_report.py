@@ -162,3 +162,14 @@ def test_workloads_at_one_node_count_are_drawn_side_by_side(tmp_path: Path) -> N
     ]
     assert plot(trials, "x", tmp_path / "w.png") == tmp_path / "w.png"
     assert plot(trials[:2], "x", tmp_path / "none.png") is None  # one workload, one size
+
+
+def test_operator_lag_reads_the_api_server_s_whole_second_timestamps() -> None:
+    from berth.bench.operatorlag import Lag, lag_table, wall_seconds
+
+    assert wall_seconds("2026-11-23T08:00:05Z") - wall_seconds("2026-11-23T08:00:00Z") == 5.0
+    lag = Lag("Reservation ttl -> Failed", 1000, tuple(i / 100 for i in range(101)))
+    assert (lag.p50, lag.p99) == (0.5, 0.99)
+    assert "Reservation ttl -> Failed                     1000      101   0.500   0.990" in (
+        lag_table([lag])
+    )

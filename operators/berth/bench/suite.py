@@ -11,9 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from berth.bench import operatorlag
 from berth.bench.arrival import Latency, run_latency
 from berth.bench.backlog import Trial, alternating, run_trial
 from berth.bench.fixture import Fixture, install_crds
+from berth.bench.operatorlag import Lag
 from berth.bench.process import free_port
 from berth.bench.report import Conditions, read_csv, table, write_csv
 from berth.bench.sides import BERTH, KUBE_SCHEDULER, make_side
@@ -133,3 +135,19 @@ def run(
     say_plugins(say, plan.sides)
     install_crds(kubeconfig)
     return asyncio.run(run_plan(plan, kubeconfig, binaries, say))
+
+
+def operator_lag(kubeconfig: str, nodes: int, say: Callable[[str], None]) -> list[Lag]:
+    """The operators' delays with ``nodes`` of SchedulingBasic's nodes in the cluster."""
+    install_crds(kubeconfig)
+
+    async def measure_lag() -> list[Lag]:
+        async with await client_from_kubeconfig(kubeconfig) as api:
+            fixture = Fixture(api, say)
+            await fixture.namespaces()
+            await fixture.nodes(WORKLOADS["SchedulingBasic"], nodes)
+            lags = await operatorlag.measure(api, fixture, kubeconfig, nodes, say)
+            await fixture.clear_pods()
+            return lags
+
+    return asyncio.run(measure_lag())

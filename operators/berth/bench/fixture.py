@@ -108,8 +108,11 @@ class Fixture:
             await asyncio.sleep(0.5)
 
     async def _wait_ready(self, names: set[str]) -> None:
-        """kwok marks nodes Ready; the controller manager then lifts its not-ready taint."""
+        """kwok marks nodes Ready; the controller manager then lifts its not-ready taint.
+        On a loaded machine kwok's heartbeats fall behind and nodes flap: the trial waits
+        until every node is Ready and untainted at once."""
         deadline = time.monotonic() + READY_TIMEOUT
+        ready = 0
         while time.monotonic() < deadline:
             ready = 0
             for node in (await self.core.list_node()).items:
@@ -122,7 +125,10 @@ class Fixture:
             if ready == len(names):
                 return
             await asyncio.sleep(1.0)
-        raise FixtureError(f"nodes not Ready and untainted after {READY_TIMEOUT:.0f}s")
+        raise FixtureError(
+            f"{len(names) - ready} of {len(names)} nodes not Ready and untainted after "
+            f"{READY_TIMEOUT:.0f}s (kwok's heartbeats behind: is the machine overloaded?)"
+        )
 
     async def clear_pods(self) -> None:
         """Delete every pod of the benchmark's namespaces, and wait until gone.

@@ -64,6 +64,7 @@ async def run_latency(
     say: Callable[[str], None],
 ) -> Latency:
     await fixture.clear_pods()
+    await fixture.nodes_ready()
     await fixture.create_pods([workload.init_pod(i, nodes) for i in range(init_pods)])
     process = SideProcess(side)
     await process.start()

@@ -100,6 +100,7 @@ async def run_trial(
     say: Callable[[str], None],
 ) -> Trial:
     await fixture.clear_pods()
+    await fixture.nodes_ready()
     await fixture.create_pods([workload.init_pod(i, nodes) for i in range(init_pods)])
     await fixture.create_pods([workload.measured_pod(i, side.scheduler_name) for i in range(pods)])
     say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")

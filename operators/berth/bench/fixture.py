@@ -65,6 +65,7 @@ class Fixture:
         self.core = CoreV1Api(api)
         self.writer = ApiWriter(api)
         self.say = say
+        self._nodes: set[str] = set()
 
     async def namespaces(self) -> None:
         for name in NAMESPACES:
@@ -93,7 +94,12 @@ class Fixture:
             self.say(f"creating {len(missing)} node(s) for {workload.name}")
             await self._wait_gone(stale)
             await for_each(missing, functools.partial(self.writer.create, NODE), CREATE_CONCURRENCY)
-        await self._wait_ready(set(wanted))
+        self._nodes = set(wanted)
+        await self._wait_ready(self._nodes)
+
+    async def nodes_ready(self) -> None:
+        """Every node of the workload Ready and untainted again (they may have flapped)."""
+        await self._wait_ready(self._nodes)
 
     async def _delete_node(self, name: str) -> None:
         with contextlib.suppress(NotFound):

@@ -86,16 +86,6 @@ def _at_least_three(text: str) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    if args.cycle_only:
-        from berth.bench.cycle import cycle_bench
-
-        sys.stdout.write(cycle_bench(args.nodes, args.pods or 5000) + "\n")
-        return 0
-    if args.numa:
-        from berth.bench.numa import numa_bench
-
-        sys.stdout.write(numa_bench() + "\n")
-        return 0
     from berth.bench import suite
     from berth.bench.arrival import latency_table
     from berth.bench.backlog import TrialError
@@ -104,6 +94,19 @@ def _bench(args: argparse.Namespace) -> int:
     from berth.bench.report import conditions
     from berth.localcluster.paths import REPO_DIR
 
+    command = "berth bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
+    if args.cycle_only:
+        from berth.bench.cycle import cycle_bench
+
+        measured = conditions(REPO_DIR, None, 0, command.strip())
+        sys.stdout.write(measured.show() + "\n")
+        sys.stdout.write(cycle_bench(args.nodes, args.pods or 5000) + "\n")
+        return 0
+    if args.numa:
+        from berth.bench.numa import numa_bench
+
+        sys.stdout.write(numa_bench() + "\n")
+        return 0
     if args.replot:
         for path in args.replot:
             suite.replot(Path(path))
@@ -118,12 +121,12 @@ def _bench(args: argparse.Namespace) -> int:
         burst=args.burst,
         rate=args.rate,
     )
-    command = "berth bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
     cluster = LocalCluster.default()
     binaries = ensure_built(say)
     started = not cluster.is_up()
     cluster.up(nodes=1, say=say)
-    measured = conditions(REPO_DIR, args.qps, args.burst, command.strip())
+    qps = None if args.operator_lag else args.qps
+    measured = conditions(REPO_DIR, qps, args.burst, command.strip())
     try:
         if args.operator_lag:
             lags = suite.operator_lag(str(cluster.kubeconfig), args.nodes, say)

@@ -30,20 +30,25 @@ class Conditions:
     cpus: int
     memory_gib: float
     load_average: float
-    qps: float
+    qps: float | None
+    """The client QPS every side was given; None when no side talks to an API server."""
     burst: int
     command: str
 
     def show(self) -> str:
         tree = " (uncommitted changes)" if self.dirty else ""
+        client = (
+            f"; client qps {self.qps:g} burst {self.burst} on every side"
+            if self.qps is not None
+            else ""
+        )
         return (
             f"commit {self.commit}{tree}; {self.cpus} cpus, {self.memory_gib:.0f} GiB; "
-            f"load average {self.load_average:.1f} at start; client qps {self.qps:g} "
-            f"burst {self.burst} on every side\ncommand: {self.command}"
+            f"load average {self.load_average:.1f} at start{client}\ncommand: {self.command}"
         )
 
 
-def conditions(repo: Path, qps: float, burst: int, command: str) -> Conditions:
+def conditions(repo: Path, qps: float | None, burst: int, command: str) -> Conditions:
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", *args], cwd=repo, capture_output=True, text=True, check=False

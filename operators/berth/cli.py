@@ -87,7 +87,6 @@ def _at_least_three(text: str) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from berth.bench import suite
-    from berth.bench.arrival import latency_table
     from berth.bench.backlog import TrialError
     from berth.bench.fixture import FixtureError
     from berth.bench.operatorlag import LagError, lag_table
@@ -132,18 +131,15 @@ def _bench(args: argparse.Namespace) -> int:
             lags = suite.operator_lag(str(cluster.kubeconfig), args.nodes, say)
             sys.stdout.write(measured.show() + "\n" + lag_table(lags) + "\n")
             return 0
-        trials, latencies = suite.run(plan, str(cluster.kubeconfig), binaries, say)
+        outcome = suite.run(plan, str(cluster.kubeconfig), binaries, say)
     except (TrialError, FixtureError, LagError) as err:
         say(f"error: {err}")
         return 1
     finally:
         if started and not args.keep:
             cluster.down()
-    if latencies:
-        sys.stdout.write(measured.show() + "\n" + latency_table(latencies) + "\n")
-    else:
-        suite.publish(trials, measured, Path(args.csv) if args.csv else None)
-    return 0
+    suite.publish(outcome, measured, Path(args.csv) if args.csv else None)
+    return 1 if outcome.failures else 0
 
 
 def _node_counts(text: str) -> list[int]:

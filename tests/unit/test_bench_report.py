@@ -6,6 +6,8 @@ import dataclasses
 import math
 from pathlib import Path
 
+import pytest
+
 from berth.bench.arrival import schedule
 from berth.bench.backlog import Trial, alternating
 from berth.bench.report import (
@@ -173,3 +175,16 @@ def test_operator_lag_reads_the_api_server_s_whole_second_timestamps() -> None:
     assert "Reservation ttl -> Failed                     1000      101   0.500   0.990" in (
         lag_table([lag])
     )
+
+
+def test_what_could_not_be_measured_is_printed_with_what_was(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from berth.bench.suite import Outcome, publish
+
+    outcome = Outcome(trials=[trial(BERTH, 0, 1.0)], failures=["2000 nodes: nodes not Ready"])
+    publish(outcome, CONDITIONS, None)
+    printed = capsys.readouterr().out
+    assert printed.startswith("commit abc1234 (uncommitted changes)")
+    assert "SchedulingBasic: 100 nodes" in printed
+    assert printed.rstrip().endswith("not measured: 2000 nodes: nodes not Ready")

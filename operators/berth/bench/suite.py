@@ -8,18 +8,20 @@ import asyncio
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kubernetes_asyncio.client import ApiClient
+
 from berth.bench import operatorlag
-from berth.bench.arrival import Latency, run_latency
-from berth.bench.backlog import Trial, alternating, run_trial
-from berth.bench.fixture import Fixture, install_crds
+from berth.bench.arrival import Latency, latency_table, run_latency
+from berth.bench.backlog import Trial, TrialError, alternating, run_trial
+from berth.bench.fixture import Fixture, FixtureError, install_crds
 from berth.bench.operatorlag import Lag
 from berth.bench.process import free_port
 from berth.bench.report import Conditions, read_csv, table, write_csv
-from berth.bench.sides import BERTH, KUBE_SCHEDULER, make_side
-from berth.bench.workloads import WORKLOADS
+from berth.bench.sides import BERTH, KUBE_SCHEDULER, Side, make_side
+from berth.bench.workloads import WORKLOADS, Workload
 from berth.kube.client import client_from_kubeconfig
 from berth.localcluster.build import Binaries
 
@@ -48,13 +50,22 @@ def say_plugins(say: Callable[[str], None], sides: Sequence[str]) -> None:
         say(f"Berth runs: {', '.join(berth_plugins())}")
 
 
+@dataclass
+class Outcome:
+    """What a plan measured, and what it could not (with why)."""
+
+    trials: list[Trial] = field(default_factory=list)
+    latencies: list[Latency] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
 async def run_plan(
     plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]
-) -> tuple[list[Trial], list[Latency]]:
+) -> Outcome:
     """Every (nodes, workload) of the plan: backlog trials, or with ``plan.rate`` the
-    arrival-rate latency, of every side, repeats alternating the order."""
-    trials: list[Trial] = []
-    latencies: list[Latency] = []
+    arrival-rate latency, of every side, repeats alternating the order. A case that fails
+    is reported and the larger node counts are skipped; what was measured is kept."""
+    outcome = Outcome()
     async with await client_from_kubeconfig(kubeconfig) as api:
         fixture = Fixture(api, say)
         await fixture.namespaces()
@@ -72,47 +83,75 @@ async def run_plan(
                 for label in plan.sides
             }
             for nodes in plan.node_counts:
-                for name in plan.workloads:
-                    workload = WORKLOADS[name]
-                    init, pods = workload.sizes(nodes, plan.pods)
-                    await fixture.nodes(workload, nodes)
-                    for repeat, label in alternating(plan.sides, plan.repeats):
-                        if plan.rate is not None:
-                            latencies.append(
-                                await run_latency(
-                                    api,
-                                    fixture,
-                                    sides[label],
-                                    workload,
-                                    repeat=repeat,
-                                    nodes=nodes,
-                                    init_pods=init,
-                                    pods=pods,
-                                    rate=plan.rate,
-                                    say=say,
-                                )
-                            )
-                            continue
-                        trials.append(
-                            await run_trial(
-                                api,
-                                fixture,
-                                sides[label],
-                                workload,
-                                repeat=repeat,
-                                nodes=nodes,
-                                init_pods=init,
-                                pods=pods,
-                                say=say,
-                            )
+                try:
+                    for name in plan.workloads:
+                        await _run_case(
+                            api, fixture, plan, sides, WORKLOADS[name], nodes, outcome, say
                         )
+                except (TrialError, FixtureError) as err:
+                    say(f"error at {nodes} nodes: {err}")
+                    outcome.failures.append(f"{nodes} nodes: {err}")
+                    break
         await fixture.clear_pods()
-    return trials, latencies
+    return outcome
 
 
-def publish(trials: Sequence[Trial], conditions: Conditions, csv_path: Path | None) -> None:
+async def _run_case(
+    api: ApiClient,
+    fixture: Fixture,
+    plan: Plan,
+    sides: dict[str, Side],
+    workload: Workload,
+    nodes: int,
+    outcome: Outcome,
+    say: Callable[[str], None],
+) -> None:
+    init, pods = workload.sizes(nodes, plan.pods)
+    await fixture.nodes(workload, nodes)
+    for repeat, label in alternating(plan.sides, plan.repeats):
+        if plan.rate is not None:
+            outcome.latencies.append(
+                await run_latency(
+                    api,
+                    fixture,
+                    sides[label],
+                    workload,
+                    repeat=repeat,
+                    nodes=nodes,
+                    init_pods=init,
+                    pods=pods,
+                    rate=plan.rate,
+                    say=say,
+                )
+            )
+        else:
+            outcome.trials.append(
+                await run_trial(
+                    api,
+                    fixture,
+                    sides[label],
+                    workload,
+                    repeat=repeat,
+                    nodes=nodes,
+                    init_pods=init,
+                    pods=pods,
+                    say=say,
+                )
+            )
+
+
+def publish(outcome: Outcome, conditions: Conditions, csv_path: Path | None) -> None:
     """Print the tables; with ``csv_path``, write the CSV and its picture beside it."""
-    sys.stdout.write(conditions.show() + "\n" + table(trials) + "\n")
+    trials = outcome.trials
+    sys.stdout.write(conditions.show() + "\n")
+    if outcome.latencies:
+        sys.stdout.write(latency_table(outcome.latencies) + "\n")
+    if trials:
+        sys.stdout.write(table(trials) + "\n")
+    for failure in outcome.failures:
+        sys.stdout.write(f"not measured: {failure}\n")
+    if not trials:
+        return
     if csv_path is not None:
         write_csv(csv_path, trials, conditions)
         sys.stdout.write(f"wrote {csv_path}\n")
@@ -129,9 +168,7 @@ def replot(csv_path: Path) -> None:
         sys.stdout.write(f"wrote {picture}\n")
 
 
-def run(
-    plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]
-) -> tuple[list[Trial], list[Latency]]:
+def run(plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]) -> Outcome:
     say_plugins(say, plan.sides)
     install_crds(kubeconfig)
     return asyncio.run(run_plan(plan, kubeconfig, binaries, say))

@@ -88,25 +88,82 @@ def _at_least_three(text: str) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from berth.bench.scheduler import bench, cycle_bench
+    from berth.bench import suite
+    from berth.bench.backlog import TrialError
+    from berth.bench.fixture import FixtureError
+    from berth.bench.operatorlag import LagError, lag_table
+    from berth.bench.report import conditions
+    from berth.localcluster.paths import REPO_DIR
 
+    command = "berth bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
     if args.cycle_only:
-        sys.stdout.write(cycle_bench(args.nodes, args.pods) + "\n")
+        from berth.bench.cycle import cycle_bench
+
+        measured = conditions(REPO_DIR, None, 0, command.strip())
+        sys.stdout.write(measured.show() + "\n")
+        sys.stdout.write(cycle_bench(args.nodes, args.pods or 5000) + "\n")
         return 0
     if args.numa:
         from berth.bench.numa import numa_bench
 
         sys.stdout.write(numa_bench() + "\n")
         return 0
-    return bench(
-        nodes=args.nodes,
+    if args.replot:
+        for path in args.replot:
+            suite.replot(Path(path))
+        return 0
+    plan = suite.Plan(
+        workloads=tuple(args.workload or ["SchedulingBasic"]),
+        node_counts=tuple(args.curve or [args.nodes]),
         pods=args.pods,
+        sides=tuple(args.sides),
+        repeats=args.repeats,
         qps=args.qps,
         burst=args.burst,
-        keep=args.keep,
-        say=say,
-        only=args.only,
+        rate=args.rate,
     )
+    cluster = LocalCluster.default()
+    binaries = ensure_built(say)
+    started = not cluster.is_up()
+    cluster.up(nodes=1, say=say)
+    qps = None if args.operator_lag else args.qps
+    measured = conditions(REPO_DIR, qps, args.burst, command.strip())
+    try:
+        if args.operator_lag:
+            lags = suite.operator_lag(str(cluster.kubeconfig), args.nodes, say)
+            sys.stdout.write(measured.show() + "\n" + lag_table(lags) + "\n")
+            return 0
+        outcome = suite.run(plan, str(cluster.kubeconfig), binaries, say)
+    except (TrialError, FixtureError, LagError) as err:
+        say(f"error: {err}")
+        return 1
+    finally:
+        if started and not args.keep:
+            cluster.down()
+    suite.publish(outcome, measured, Path(args.csv) if args.csv else None)
+    return 1 if outcome.failures else 0
+
+
+def _node_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text}") from None
+    if any(c < 1 for c in counts):
+        raise argparse.ArgumentTypeError("node counts must be positive")
+    return counts
+
+
+def _sides(text: str) -> list[str]:
+    from berth.bench.sides import SIDES
+
+    chosen = [part.strip() for part in text.split(",")]
+    unknown = [c for c in chosen if c not in SIDES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown side(s) {', '.join(unknown)}; known: {', '.join(SIDES)}"
+        )
+    return chosen
 
 
 def parser() -> argparse.ArgumentParser:
@@ -187,17 +244,62 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--with-tests", action="store_true", help="run the test suite (pytest) first")
     demo.set_defaults(func=_demo)
 
+    from berth.bench.workloads import WORKLOADS
+
     bench = sub.add_parser(
-        "bench", help="Berth's scheduler beside kube-scheduler on the local cluster"
+        "bench",
+        help="Berth's scheduler beside kube-scheduler and a no-op binder on the local cluster",
+        description="Throughput on a backlog (pods created before the side starts; "
+        "first-to-last binding and start-to-last), repeats alternating the order; "
+        "scheduler_perf's workloads; the scale curve over node counts; or, with --rate, "
+        "latency at a fixed arrival rate.",
     )
-    bench.add_argument("--nodes", type=int, default=1000)
-    bench.add_argument("--pods", type=int, default=5000)
-    bench.add_argument("--qps", type=float, default=100.0, help="client QPS of both schedulers")
-    bench.add_argument("--burst", type=int, default=200, help="client burst of both schedulers")
-    bench.add_argument("--keep", action="store_true", help="leave the cluster running")
+    bench.add_argument("--nodes", type=int, default=1000, help="kwok nodes (default 1000)")
     bench.add_argument(
-        "--only", choices=["kube-scheduler", "berth"], help="run one scheduler, not both"
+        "--pods",
+        type=int,
+        help="pending pods per run (default: the workload's scheduler_perf proportion)",
     )
+    bench.add_argument(
+        "--workload",
+        action="append",
+        choices=sorted(WORKLOADS),
+        help="scheduler_perf workload, repeatable (default SchedulingBasic)",
+    )
+    bench.add_argument(
+        "--curve",
+        type=_node_counts,
+        help="node counts of the scale curve, e.g. 500,1000,2000 (replaces --nodes)",
+    )
+    bench.add_argument("--repeats", type=int, default=3, help="runs of each side (default 3)")
+    bench.add_argument(
+        "--sides",
+        type=_sides,
+        default="kube-scheduler,berth,noop-binder",
+        help="comma-separated: kube-scheduler, berth, noop-binder (default all three)",
+    )
+    bench.add_argument(
+        "--qps", type=float, default=5000.0, help="client QPS of every side (default 5000)"
+    )
+    bench.add_argument(
+        "--burst", type=int, default=5000, help="client burst of every side (default 5000)"
+    )
+    bench.add_argument(
+        "--rate",
+        type=float,
+        help="latency mode: pods created at this rate per second once the side runs",
+    )
+    bench.add_argument(
+        "--operator-lag",
+        action="store_true",
+        help="the operators' delays at --nodes nodes: ttl expiry, quota status.used, "
+        "a ConfigMap change reaching every NodeMetric",
+    )
+    bench.add_argument("--csv", help="write the runs to this CSV, and its picture beside it")
+    bench.add_argument(
+        "--replot", metavar="CSV", nargs="+", help="redraw the pictures of written CSVs"
+    )
+    bench.add_argument("--keep", action="store_true", help="leave the cluster running")
     bench.add_argument(
         "--cycle-only",
         action="store_true",

@@ -1,0 +1,121 @@
+"""Latency at a fixed arrival rate: the side runs and has synced (a first pod bound), then
+pods arrive open-loop at ``rate`` a second, below what the side can bind, and each pod is
+timed from its creation request to the watch event showing it bound. This says how long a
+pod waits when the scheduler keeps up; it is not a throughput figure."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client import ApiClient
+
+from berth.bench.backlog import TrialError, deadline_for
+from berth.bench.bindings import BindWatch
+from berth.bench.fixture import Fixture
+from berth.bench.process import SideProcess
+from berth.bench.sides import Side
+from berth.bench.stats import percentile
+from berth.bench.workloads import Workload
+from berth.kube.write import POD
+
+WARMUP = "pod-warmup"
+
+
+@dataclass(frozen=True)
+class Latency:
+    workload: str
+    side: str
+    repeat: int
+    nodes: int
+    pods: int
+    rate: float
+    achieved_rate: float
+    """Creations per second the harness really reached."""
+    latencies: tuple[float, ...]
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.latencies, 0.5)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.latencies, 0.99)
+
+
+def schedule(count: int, rate: float) -> list[float]:
+    """Offsets in seconds at which the pods are created: evenly spaced at ``rate``."""
+    return [i / rate for i in range(count)]
+
+
+async def run_latency(
+    api: ApiClient,
+    fixture: Fixture,
+    side: Side,
+    workload: Workload,
+    *,
+    repeat: int,
+    nodes: int,
+    init_pods: int,
+    pods: int,
+    rate: float,
+    say: Callable[[str], None],
+) -> Latency:
+    await fixture.clear_pods()
+    await fixture.nodes_ready()
+    await fixture.create_pods([workload.init_pod(i, nodes) for i in range(init_pods)])
+    process = SideProcess(side)
+    await process.start()
+    try:
+        async with BindWatch(api, pods + 1) as watch:
+            warmup = workload.measured_pod(0, side.scheduler_name)
+            warmup["metadata"]["name"] = WARMUP
+            await fixture.writer.create(POD, warmup, namespace=warmup["metadata"]["namespace"])
+            await _wait(watch, process, lambda: WARMUP in watch.bound, deadline_for(1))
+            say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pods at {rate:g}/s")
+            created: dict[str, float] = {}
+            begin = time.perf_counter()
+
+            async def create(index: int, at: float) -> None:
+                await asyncio.sleep(max(0.0, begin + at - time.perf_counter()))
+                body = workload.measured_pod(index, side.scheduler_name)
+                created[body["metadata"]["name"]] = time.perf_counter()
+                await fixture.writer.create(POD, body, namespace=body["metadata"]["namespace"])
+
+            await asyncio.gather(*(create(i, at) for i, at in enumerate(schedule(pods, rate))))
+            achieved = pods / (max(created.values()) - begin) if pods > 1 else rate
+            await _wait(watch, process, watch.done.is_set, deadline_for(pods))
+    finally:
+        await process.stop()
+    latencies = tuple(watch.bound[n] - created[n] for n in created if n in watch.bound)
+    result = Latency(workload.name, side.label, repeat, nodes, pods, rate, achieved, latencies)
+    say(f"  p50 {result.p50:.3f}s p99 {result.p99:.3f}s (created at {achieved:.1f}/s)")
+    return result
+
+
+async def _wait(
+    watch: BindWatch, process: SideProcess, ready: Callable[[], bool], seconds: float
+) -> None:
+    deadline = time.perf_counter() + seconds
+    while not ready():
+        if process.exited():
+            raise TrialError(f"{process.side.label} exited; see {process.log_path}")
+        if time.perf_counter() > deadline:
+            raise TrialError(f"{process.side.label}: only {len(watch.bound)} pods bound in time")
+        await asyncio.sleep(0.1)
+
+
+def latency_table(results: Sequence[Latency]) -> str:
+    lines = [
+        f"\narrival-rate latency (create to bound; not a throughput figure)\n"
+        f"{'side':<15}{'workload':<28}{'nodes':>6}{'pods':>6}{'rate/s':>8}{'reached/s':>10}"
+        f"{'p50 s':>8}{'p99 s':>8}"
+    ]
+    for r in results:
+        lines.append(
+            f"{r.side:<15}{r.workload:<28}{r.nodes:>6}{r.pods:>6}{r.rate:>8g}"
+            f"{r.achieved_rate:>10.1f}{r.p50:>8.3f}{r.p99:>8.3f}"
+        )
+    return "\n".join(lines)

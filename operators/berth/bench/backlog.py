@@ -1,0 +1,150 @@
+"""Throughput on a backlog, as scheduler_perf measures a saturated scheduler: the pods are
+created while no scheduler runs, then the side under test is started and the harness
+times, on its own clock, the start, the first binding and the last.
+
+Two rates come out of each trial: from the first binding to the last (the scheduler's
+pace once it has listed the cluster), and from the start to the last binding (listing and
+syncing included). Sides run in an order that alternates from one repeat to the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client import ApiClient
+
+from berth.bench.bindings import BindWatch
+from berth.bench.fixture import Fixture
+from berth.bench.process import SideProcess, apiserver_pid, cpu_seconds
+from berth.bench.sides import Side
+from berth.bench.workloads import Workload
+
+POLL_SECONDS = 0.25
+
+
+class TrialError(RuntimeError):
+    """A side exited early or did not bind every pod in time."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One side's run on one workload."""
+
+    workload: str
+    side: str
+    repeat: int
+    nodes: int
+    init_pods: int
+    pods: int
+    bound: int
+    start_to_first: float
+    first_to_last: float
+    start_to_last: float
+    peak_rss_mib: float
+    cycle_p99_ms: float
+    cpu_seconds: float
+    """CPU time the side's process used, start to last binding."""
+    apiserver_cpu_seconds: float
+    """CPU time the API server used over the same span (NaN when it was not found)."""
+
+    @property
+    def throughput(self) -> float:
+        """Bindings per second between the first and the last (intervals over time)."""
+        return (self.bound - 1) / self.first_to_last if self.first_to_last > 0 else float("nan")
+
+    @property
+    def cpu_share(self) -> float:
+        """Cores the side kept busy on average, start to last binding."""
+        return self.cpu_seconds / self.start_to_last if self.start_to_last > 0 else float("nan")
+
+    @property
+    def apiserver_share(self) -> float:
+        """Cores the API server kept busy on average over the same span."""
+        span = self.start_to_last
+        return self.apiserver_cpu_seconds / span if span > 0 else float("nan")
+
+    @property
+    def overall(self) -> float:
+        """Bindings per second from the start of the process to the last binding."""
+        return self.bound / self.start_to_last if self.start_to_last > 0 else float("nan")
+
+
+def alternating(sides: Sequence[str], repeats: int) -> list[tuple[int, str]]:
+    """(repeat, side) in run order: the sides' order reversed on every other repeat, so no
+    side always runs first on a fresh cluster or last on a tired one."""
+    order: list[tuple[int, str]] = []
+    for repeat in range(repeats):
+        ordered = list(sides) if repeat % 2 == 0 else list(reversed(sides))
+        order.extend((repeat, side) for side in ordered)
+    return order
+
+
+def deadline_for(pods: int) -> float:
+    """Generous: a loaded 2-core machine binds well above 10 pods a second."""
+    return max(180.0, pods / 10)
+
+
+async def run_trial(
+    api: ApiClient,
+    fixture: Fixture,
+    side: Side,
+    workload: Workload,
+    *,
+    repeat: int,
+    nodes: int,
+    init_pods: int,
+    pods: int,
+    say: Callable[[str], None],
+) -> Trial:
+    await fixture.clear_pods()
+    await fixture.nodes_ready()
+    await fixture.create_pods([workload.init_pod(i, nodes) for i in range(init_pods)])
+    await fixture.create_pods([workload.measured_pod(i, side.scheduler_name) for i in range(pods)])
+    say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")
+    process = SideProcess(side)
+    server = apiserver_pid(str(api.configuration.host))
+    async with BindWatch(api, pods) as watch:
+        started = time.perf_counter()
+        server_cpu = cpu_seconds(server) if server else float("nan")
+        await process.start()
+        try:
+            deadline = started + deadline_for(pods)
+            while not watch.done.is_set():
+                if process.exited():
+                    raise TrialError(f"{side.label} exited; see {process.log_path}")
+                if time.perf_counter() > deadline:
+                    raise TrialError(
+                        f"{side.label}: only {len(watch.bound)} of {pods} pods bound in time"
+                    )
+                await asyncio.sleep(POLL_SECONDS)
+            used = process.cpu_seconds()
+            server_used = (cpu_seconds(server) if server else float("nan")) - server_cpu
+            cycle_p99 = await process.cycle_p99_ms()
+            rss = process.peak_rss_mib()
+        finally:
+            await process.stop()
+    times = sorted(watch.bound.values())
+    trial = Trial(
+        workload=workload.name,
+        side=side.label,
+        repeat=repeat,
+        nodes=nodes,
+        init_pods=init_pods,
+        pods=pods,
+        bound=len(times),
+        start_to_first=times[0] - started,
+        first_to_last=times[-1] - times[0],
+        start_to_last=times[-1] - started,
+        peak_rss_mib=rss,
+        cycle_p99_ms=cycle_p99,
+        cpu_seconds=used,
+        apiserver_cpu_seconds=server_used,
+    )
+    say(
+        f"  {trial.throughput:.1f} pods/s first-to-last, {trial.overall:.1f} from start; "
+        f"peak {rss:.0f} MiB; {trial.cpu_share:.2f} cores, API server {trial.apiserver_share:.2f}"
+    )
+    return trial

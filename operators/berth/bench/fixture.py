@@ -1,0 +1,172 @@
+"""The cluster state a trial starts from: exactly a workload's nodes, Ready and untainted,
+and no pods in the benchmark's namespaces; and the creation of its pods."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Final, TypeVar
+
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth.bench.workloads import NAMESPACES, ZONE_KEY, Workload
+from berth.kube.write import NODE, POD, ApiWriter, Conflict, Kind, NotFound
+from berth.localcluster.kubectl import Kubectl, KubectlError
+from berth.localcluster.paths import REPO_DIR
+
+T = TypeVar("T")
+NAMESPACE: Final = Kind("", "v1", "namespaces", namespaced=False)
+
+CREATE_CONCURRENCY = 32
+READY_TIMEOUT = 300.0
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+class FixtureError(RuntimeError):
+    """The cluster could not be brought to the trial's starting state."""
+
+
+def install_crds(kubeconfig: str) -> None:
+    """Berth's CRDs, as an installation has them, listable (Established, storage ready);
+    without them Berth's scheduler would keep retrying their watches during the trial."""
+    kubectl = Kubectl(kubeconfig)
+    folder = REPO_DIR / "crds"
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(folder))
+    kinds = ",".join(p.name.removesuffix(".yaml") for p in sorted(folder.glob("*.*.yaml")))
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        try:
+            kubectl("get", kinds, "--all-namespaces")
+            return
+        except KubectlError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+async def for_each(items: Iterable[T], call: Callable[[T], Awaitable[object]], limit: int) -> None:
+    """``call`` on every item, at most ``limit`` in flight."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> None:
+        async with semaphore:
+            await call(item)
+
+    await asyncio.gather(*(one(i) for i in items))
+
+
+class Fixture:
+    def __init__(self, api: ApiClient, say: Callable[[str], None]) -> None:
+        self.api = api
+        self.core = CoreV1Api(api)
+        self.writer = ApiWriter(api)
+        self.say = say
+        self._nodes: set[str] = set()
+
+    async def namespaces(self) -> None:
+        for name in NAMESPACES:
+            with contextlib.suppress(Conflict):
+                await self.writer.create(
+                    NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                )
+
+    async def nodes(self, workload: Workload, count: int) -> None:
+        """Exactly the workload's ``count`` nodes, with its zone labels, all Ready."""
+        wanted = {n["metadata"]["name"]: n for n in (workload.node(i) for i in range(count))}
+        existing = (await self.core.list_node()).items
+        stale = [
+            n.metadata.name
+            for n in existing
+            if n.metadata.name not in wanted
+            or (n.metadata.labels or {}).get(ZONE_KEY)
+            != wanted[n.metadata.name]["metadata"]["labels"].get(ZONE_KEY)
+        ]
+        present = {n.metadata.name for n in existing} - set(stale)
+        if stale:
+            self.say(f"removing {len(stale)} node(s) of another shape")
+            await for_each(stale, self._delete_node, CREATE_CONCURRENCY)
+        missing = [body for name, body in wanted.items() if name not in present]
+        if missing:
+            self.say(f"creating {len(missing)} node(s) for {workload.name}")
+            await self._wait_gone(stale)
+            await for_each(missing, functools.partial(self.writer.create, NODE), CREATE_CONCURRENCY)
+        self._nodes = set(wanted)
+        await self._wait_ready(self._nodes)
+
+    async def nodes_ready(self) -> None:
+        """Every node of the workload Ready and untainted again (they may have flapped)."""
+        await self._wait_ready(self._nodes)
+
+    async def _delete_node(self, name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self.writer.delete(NODE, name)
+
+    async def _wait_gone(self, names: list[str]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while names and time.monotonic() < deadline:
+            remaining = {n.metadata.name for n in (await self.core.list_node()).items}
+            if not remaining & set(names):
+                return
+            await asyncio.sleep(0.5)
+
+    async def _wait_ready(self, names: set[str]) -> None:
+        """kwok marks nodes Ready; the controller manager then lifts its not-ready taint.
+        On a loaded machine kwok's heartbeats fall behind and nodes flap: the trial waits
+        until every node is Ready and untainted at once."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        ready = 0
+        while time.monotonic() < deadline:
+            ready = 0
+            for node in (await self.core.list_node()).items:
+                if node.metadata.name not in names:
+                    continue
+                conditions = {c.type: c.status for c in node.status.conditions or []}
+                taints = {t.key for t in node.spec.taints or []}
+                if conditions.get("Ready") == "True" and not taints & NOT_READY_TAINTS:
+                    ready += 1
+            if ready == len(names):
+                return
+            await asyncio.sleep(1.0)
+        raise FixtureError(
+            f"{len(names) - ready} of {len(names)} nodes not Ready and untainted after "
+            f"{READY_TIMEOUT:.0f}s (kwok's heartbeats behind: is the machine overloaded?)"
+        )
+
+    async def clear_pods(self) -> None:
+        """Delete every pod of the benchmark's namespaces, and wait until gone.
+
+        A collection delete of thousands of pods can outlast the API server's request
+        timeout (504) on a loaded machine; it goes on server-side, so it is asked again
+        until nothing is left.
+        """
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            left = 0
+            for namespace in NAMESPACES:
+                listed = await self.core.list_namespaced_pod(namespace, limit=1)
+                if listed.items:
+                    left += 1
+                    with contextlib.suppress(ApiException, TimeoutError):
+                        await self.core.delete_collection_namespaced_pod(
+                            namespace, grace_period_seconds=0
+                        )
+            if not left:
+                return
+            await asyncio.sleep(0.5)
+        raise FixtureError(f"pods still present {READY_TIMEOUT:.0f}s after their deletion")
+
+    async def create_pods(self, pods: list[dict[str, Any]]) -> dict[str, float]:
+        """Create the pods, ``CREATE_CONCURRENCY`` at a time: each pod's creation time."""
+        created: dict[str, float] = {}
+
+        async def create(pod: dict[str, Any]) -> None:
+            meta = pod["metadata"]
+            created[meta["name"]] = time.perf_counter()
+            await self.writer.create(POD, pod, namespace=meta["namespace"])
+
+        await for_each(pods, create, CREATE_CONCURRENCY)
+        return created

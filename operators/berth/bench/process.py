@@ -1,0 +1,120 @@
+"""A side's process during a trial: started, watched for an early exit, its peak memory and
+metrics read before it is stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import ssl
+import tempfile
+from pathlib import Path
+
+import aiohttp
+
+from berth.bench.sides import Side
+from berth.bench.stats import histogram_buckets, histogram_quantile
+
+STOP_GRACE = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), NaN once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far (NaN once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    # After the command: state is field 3, utime and stime fields 14 and 15 of proc(5).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def apiserver_pid(server: str) -> int | None:
+    """The local cluster's API server serving ``server`` (https://127.0.0.1:PORT)."""
+    port = server.rsplit(":", 1)[-1]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and argv[0].endswith(b"berth-apiserver")
+            and f"--secure-port={port}".encode() in argv
+        ):
+            return int(entry.name)
+    return None
+
+
+class SideProcess:
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self.log_path = Path(tempfile.gettempdir()) / f"berth-bench-{side.scheduler_name}.log"
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        with self.log_path.open("wb") as log:
+            self.process = await asyncio.create_subprocess_exec(
+                *self.side.argv, stdout=log, stderr=log
+            )
+
+    def exited(self) -> bool:
+        return self.process is not None and self.process.returncode is not None
+
+    def peak_rss_mib(self) -> float:
+        return peak_rss_mib(self.process.pid) if self.process else float("nan")
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.process.pid) if self.process else float("nan")
+
+    async def cycle_p99_ms(self) -> float:
+        """p99 of the side's scheduling-cycle histogram, in ms (NaN when it has none)."""
+        if self.side.metrics_url is None or self.side.cycle_histogram is None:
+            return float("nan")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            async with (
+                aiohttp.ClientSession(trust_env=False) as session,
+                session.get(
+                    self.side.metrics_url, ssl=context, timeout=aiohttp.ClientTimeout(total=10)
+                ) as response,
+            ):
+                text = await response.text()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return float("nan")
+        name, labels = self.side.cycle_histogram
+        buckets = histogram_buckets(text, name, labels)
+        return histogram_quantile(0.99, buckets) * 1000
+
+    async def stop(self) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), STOP_GRACE)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()

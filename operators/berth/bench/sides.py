@@ -1,0 +1,156 @@
+"""The sides a benchmark compares: kube-scheduler, Berth and the no-op binder, each a process
+of its own with the same client QPS and burst, and the plugins each one runs.
+
+kube-scheduler is configured with exactly the plugins Berth has: its default profile
+without the plugins Berth does not implement (read from the registry when the benchmark
+runs), so that both sides decide with the same plugins.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from berth.run import run_command
+from berth.scheduler.registry import DEFAULTS, NOT_IMPLEMENTED, QUEUE_SORT
+
+KUBE_SCHEDULER = "kube-scheduler"
+BERTH = "berth"
+NOOP = "noop-binder"
+SIDES = (KUBE_SCHEDULER, BERTH, NOOP)
+SCHEDULER_NAMES = {
+    KUBE_SCHEDULER: "default-scheduler",
+    BERTH: "berth-scheduler",
+    NOOP: "bench-noop-binder",
+}
+
+KUBE_CYCLE_HISTOGRAM = "scheduler_scheduling_algorithm_duration_seconds"
+BERTH_CYCLE_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
+
+# kube-scheduler v1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go),
+# in its order, DynamicResources included (the DRA gate is on by default).
+KUBE_DEFAULT_PLUGINS = (
+    "SchedulingGates",
+    "PrioritySort",
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "DynamicResources",
+    "DefaultPreemption",
+    "NodeResourcesBalancedAllocation",
+    "ImageLocality",
+    "DefaultBinder",
+)
+
+
+@dataclass(frozen=True)
+class Side:
+    """How to start one side and what it runs."""
+
+    label: str
+    scheduler_name: str
+    argv: list[str]
+    plugins: tuple[str, ...]
+    metrics_url: str | None
+    """Where its Prometheus metrics are served (``None``: it has none)."""
+    cycle_histogram: tuple[str, dict[str, str]] | None = None
+    """The histogram timing its scheduling cycle (filters, scores; no binding), and the
+    labels of the series to read."""
+
+
+def kube_disabled() -> tuple[str, ...]:
+    """kube-scheduler's default plugins Berth lacks: disabled on kube-scheduler's side."""
+    return tuple(p for p in KUBE_DEFAULT_PLUGINS if p in NOT_IMPLEMENTED)
+
+
+def kube_plugins() -> tuple[str, ...]:
+    return tuple(p for p in KUBE_DEFAULT_PLUGINS if p not in NOT_IMPLEMENTED)
+
+
+def berth_plugins() -> tuple[str, ...]:
+    return (QUEUE_SORT, *(ref.name for ref in DEFAULTS))
+
+
+def scheduler_configuration(side: str, kubeconfig: str, qps: float, burst: int) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration each scheduler is given: the same client QPS and
+    burst, no leader election, one profile under the side's scheduler name."""
+    profile: dict[str, Any] = {"schedulerName": SCHEDULER_NAMES[side]}
+    if side == KUBE_SCHEDULER:
+        profile["plugins"] = {
+            "multiPoint": {"disabled": [{"name": name} for name in kube_disabled()]}
+        }
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
+        "profiles": [profile],
+    }
+
+
+def make_side(
+    label: str,
+    *,
+    kubeconfig: str,
+    qps: float,
+    burst: int,
+    workdir: Path,
+    kube_scheduler: Path,
+    metrics_port: int,
+) -> Side:
+    """The command line of ``label``'s process, its configuration written to ``workdir``."""
+    name = SCHEDULER_NAMES[label]
+    if label == NOOP:
+        argv = [
+            sys.executable,
+            "-m",
+            "berth.bench.ceiling",
+            f"--kubeconfig={kubeconfig}",
+            f"--scheduler-name={name}",
+            f"--qps={qps}",
+            f"--burst={burst}",
+        ]
+        return Side(label, name, argv, (), None)
+    config = workdir / f"{name}.yaml"
+    config.write_text(yaml.safe_dump(scheduler_configuration(label, kubeconfig, qps, burst)))
+    if label == KUBE_SCHEDULER:
+        argv = [
+            str(kube_scheduler),
+            f"--config={config}",
+            f"--secure-port={metrics_port}",
+            "--bind-address=127.0.0.1",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            "--v=0",
+        ]
+        return Side(
+            label,
+            name,
+            argv,
+            kube_plugins(),
+            f"https://127.0.0.1:{metrics_port}/metrics",
+            # SchedulePod: filters and scores (its attempt histogram includes the binding).
+            (KUBE_CYCLE_HISTOGRAM, {}),
+        )
+    argv = [*run_command(kubeconfig, str(config)), f"--health-address=127.0.0.1:{metrics_port}"]
+    return Side(
+        label,
+        name,
+        argv,
+        berth_plugins(),
+        f"http://127.0.0.1:{metrics_port}/metrics",
+        # Berth's attempt: filters, scores, assume and reserve; the binding runs after it.
+        (BERTH_CYCLE_HISTOGRAM, {"result": "scheduled"}),
+    )

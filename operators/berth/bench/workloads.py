@@ -1,0 +1,222 @@
+"""kube-scheduler's scheduler_perf workloads, as its ``performance-config.yaml`` files and
+``templates/`` define them: the same nodes (4 cpu, 32Gi, 110 pods, zone labels put on round
+robin) and the same pods (100m / 500Mi pause containers with the same affinity, anti-affinity
+and spreading terms), at sizes scaled from the 5000-node cases by the number of nodes.
+
+One difference, said wherever a figure is printed: scheduler_perf has the scheduler under
+test place the initial pods too; here they are created already bound (round robin over the
+nodes, which satisfies every workload's terms), so every side starts from the same cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from berth.localcluster.nodes import kwok_node
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+NODE_ALLOCATABLE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+INIT_NAMESPACE = "sched-0"
+MEASURED_NAMESPACE = "sched-1"
+NAMESPACES = (INIT_NAMESPACE, MEASURED_NAMESPACE)
+NODE_PREFIX = "perf-node-"
+
+
+def _affinity_term(labels: dict[str, str], topology_key: str) -> dict[str, Any]:
+    return {
+        "labelSelector": {"matchLabels": labels},
+        "topologyKey": topology_key,
+        "namespaces": [MEASURED_NAMESPACE, INIT_NAMESPACE],
+    }
+
+
+def _spread(when: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "maxSkew": 5,
+            "topologyKey": ZONE_KEY,
+            "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"color": "blue"}},
+        }
+    ]
+
+
+# The templates' labels and spec fields beyond the pause container (template file names
+# in scheduler_perf's templates/ folder in the comments).
+TEMPLATES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
+    # pod-default.yaml
+    "default": ({}, {}),
+    # pod-with-pod-anti-affinity.yaml
+    "anti-affinity": (
+        {"color": "green"},
+        {
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        _affinity_term({"color": "green"}, HOSTNAME_KEY)
+                    ]
+                }
+            }
+        },
+    ),
+    # pod-with-preferred-pod-affinity.yaml
+    "preferred-affinity": (
+        {"color": "red"},
+        {
+            "affinity": {
+                "podAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 1,
+                            "podAffinityTerm": _affinity_term({"color": "red"}, HOSTNAME_KEY),
+                        }
+                    ]
+                }
+            }
+        },
+    ),
+    # pod-with-node-affinity.yaml
+    "node-affinity": (
+        {},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": ZONE_KEY,
+                                        "operator": "In",
+                                        "values": ["zone1", "zone2"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    ),
+    # pod-with-topology-spreading.yaml
+    "spreading": ({"color": "blue"}, {"topologySpreadConstraints": _spread("DoNotSchedule")}),
+    # pod-with-preferred-topology-spreading.yaml
+    "preferred-spreading": (
+        {"color": "blue"},
+        {"topologySpreadConstraints": _spread("ScheduleAnyway")},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One scheduler_perf test case: its nodes, its initial and its measured pods.
+
+    ``init_per_node`` and ``measured_per_node`` are the 5000-node case's pod counts over
+    its nodes, so that ``sizes(1000)`` keeps the same proportions at 1000 nodes.
+    """
+
+    name: str
+    zones: tuple[str, ...]
+    init_template: str
+    measured_template: str
+    init_per_node: float
+    measured_per_node: float
+    threshold: float | None
+    """scheduler_perf's CI floor for the 5000-node case (pods/s, 36-core CI machine)."""
+
+    def sizes(self, nodes: int, measured: int | None = None) -> tuple[int, int]:
+        """(initial pods, measured pods) for ``nodes`` nodes; ``measured`` overrides the
+        latter and scales the former with it."""
+        init = round(nodes * self.init_per_node)
+        scaled = round(nodes * self.measured_per_node)
+        if measured is None:
+            return init, scaled
+        return round(init * measured / scaled), measured
+
+    def node(self, index: int) -> dict[str, Any]:
+        """node-default.yaml, with the zone label put on round robin when the case has one."""
+        labels = {ZONE_KEY: self.zones[index % len(self.zones)]} if self.zones else {}
+        return kwok_node(f"{NODE_PREFIX}{index}", labels=labels, allocatable=NODE_ALLOCATABLE)
+
+    def init_pod(self, index: int, nodes: int) -> dict[str, Any]:
+        """An initial pod, created bound to node ``index`` mod ``nodes``."""
+        pod = make_pod(self.init_template, f"init-{index}", INIT_NAMESPACE, None)
+        pod["spec"]["nodeName"] = f"{NODE_PREFIX}{index % nodes}"
+        return pod
+
+    def measured_pod(self, index: int, scheduler: str) -> dict[str, Any]:
+        return make_pod(self.measured_template, f"pod-{index}", MEASURED_NAMESPACE, scheduler)
+
+
+def make_pod(template: str, name: str, namespace: str, scheduler: str | None) -> dict[str, Any]:
+    """A pod of one of scheduler_perf's templates (100m / 500Mi pause container)."""
+    labels, extra = TEMPLATES[template]
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10.1",
+                "ports": [{"containerPort": 80}],
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "500Mi"},
+                    "limits": {"cpu": "100m", "memory": "500Mi"},
+                },
+            }
+        ],
+        **extra,
+    }
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        # misc/performance-config.yaml, 5000Nodes_10000Pods: 1000 initial, 10000 measured.
+        Workload("SchedulingBasic", (), "default", "default", 0.2, 2.0, 680),
+        # affinity/, 5000Nodes_2000Pods: 1000 initial, 2000 measured.
+        Workload("SchedulingPodAntiAffinity", (), "anti-affinity", "anti-affinity", 0.2, 0.4, 60),
+        # affinity/, 5000Nodes_5000Pods: 5000 initial, 5000 measured.
+        Workload(
+            "SchedulingPreferredPodAffinity",
+            (),
+            "preferred-affinity",
+            "preferred-affinity",
+            1.0,
+            1.0,
+            90,
+        ),
+        # topology_spreading/, 5000Nodes_5000Pods: 5000 default pods, 5000 spreading.
+        Workload(
+            "TopologySpreading",
+            ("moon-1", "moon-2", "moon-3"),
+            "default",
+            "spreading",
+            1.0,
+            1.0,
+            460,
+        ),
+        Workload(
+            "PreferredTopologySpreading",
+            ("moon-1", "moon-2", "moon-3"),
+            "default",
+            "preferred-spreading",
+            1.0,
+            1.0,
+            340,
+        ),
+        # affinity/, 5000Nodes_10000Pods: 5000 initial, 10000 measured, every node zone1.
+        Workload(
+            "SchedulingNodeAffinity", ("zone1",), "node-affinity", "node-affinity", 1.0, 2.0, 220
+        ),
+    )
+}

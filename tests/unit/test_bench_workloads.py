@@ -1,0 +1,95 @@
+"""scheduler_perf's workloads as the benchmark builds them: nodes, pods and sizes."""
+
+from __future__ import annotations
+
+from berth.bench.workloads import (
+    INIT_NAMESPACE,
+    MEASURED_NAMESPACE,
+    WORKLOADS,
+    ZONE_KEY,
+)
+from berth.podresources import pod_requests
+
+
+def test_the_issue_s_workloads_are_all_there() -> None:
+    assert {
+        "SchedulingBasic",
+        "SchedulingPodAntiAffinity",
+        "SchedulingPreferredPodAffinity",
+        "TopologySpreading",
+        "PreferredTopologySpreading",
+        "SchedulingNodeAffinity",
+    } <= set(WORKLOADS)
+
+
+def test_sizes_keep_the_5000_node_proportions() -> None:
+    # SchedulingPodAntiAffinity/5000Nodes_2000Pods: 1000 initial, 2000 measured.
+    assert WORKLOADS["SchedulingPodAntiAffinity"].sizes(5000) == (1000, 2000)
+    assert WORKLOADS["SchedulingPodAntiAffinity"].sizes(1000) == (200, 400)
+    # SchedulingNodeAffinity/5000Nodes_10000Pods.
+    assert WORKLOADS["SchedulingNodeAffinity"].sizes(5000) == (5000, 10000)
+    # An explicit measured count scales the initial pods with it.
+    assert WORKLOADS["SchedulingBasic"].sizes(1000, 500) == (50, 500)
+
+
+def test_nodes_are_scheduler_perf_s_default_node_with_round_robin_zones() -> None:
+    spreading = WORKLOADS["TopologySpreading"]
+    zones = [spreading.node(i)["metadata"]["labels"][ZONE_KEY] for i in range(4)]
+    assert zones == ["moon-1", "moon-2", "moon-3", "moon-1"]
+    node = spreading.node(7)
+    assert node["status"]["allocatable"] == {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == node["metadata"]["name"]
+    assert ZONE_KEY not in WORKLOADS["SchedulingBasic"].node(0)["metadata"]["labels"]
+    assert WORKLOADS["SchedulingNodeAffinity"].node(5)["metadata"]["labels"][ZONE_KEY] == "zone1"
+
+
+def test_initial_pods_are_created_bound_round_robin() -> None:
+    anti = WORKLOADS["SchedulingPodAntiAffinity"]
+    pods = [anti.init_pod(i, nodes=3) for i in range(4)]
+    assert [p["spec"]["nodeName"] for p in pods] == [
+        "perf-node-0",
+        "perf-node-1",
+        "perf-node-2",
+        "perf-node-0",
+    ]
+    assert all(p["metadata"]["namespace"] == INIT_NAMESPACE for p in pods)
+    assert all("schedulerName" not in p["spec"] for p in pods)
+
+
+def test_measured_pods_carry_the_templates_terms_and_the_side_s_scheduler() -> None:
+    anti = WORKLOADS["SchedulingPodAntiAffinity"].measured_pod(3, "berth-scheduler")
+    assert anti["metadata"] == {
+        "name": "pod-3",
+        "namespace": MEASURED_NAMESPACE,
+        "labels": {"color": "green"},
+    }
+    assert anti["spec"]["schedulerName"] == "berth-scheduler"
+    (term,) = anti["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"] == {"matchLabels": {"color": "green"}}
+    assert sorted(term["namespaces"]) == [INIT_NAMESPACE, MEASURED_NAMESPACE]
+
+    (spread,) = WORKLOADS["PreferredTopologySpreading"].measured_pod(0, "x")["spec"][
+        "topologySpreadConstraints"
+    ]
+    assert (spread["maxSkew"], spread["whenUnsatisfiable"]) == (5, "ScheduleAnyway")
+    (hard,) = WORKLOADS["TopologySpreading"].measured_pod(0, "x")["spec"][
+        "topologySpreadConstraints"
+    ]
+    assert hard["whenUnsatisfiable"] == "DoNotSchedule"
+
+    node_affinity = WORKLOADS["SchedulingNodeAffinity"].measured_pod(0, "x")["spec"]["affinity"]
+    (term,) = node_affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][0]["values"] == ["zone1", "zone2"]
+
+
+def test_every_pod_is_the_pause_container_of_100m_and_500Mi() -> None:
+    for workload in WORKLOADS.values():
+        for pod in (workload.init_pod(0, 1), workload.measured_pod(0, "x")):
+            requests = pod_requests(pod["spec"])
+            assert requests["cpu"] == 100  # millicores
+            assert requests["memory"] == 500 * 2**20

@@ -42,8 +42,9 @@ from berth.quota.treeadmission import (
 )
 from berth.quota.usage import format_units
 from berth.scheduler.clusterevents import (
+    ELASTIC_QUOTA,
+    NODE,
     POD,
-    WILDCARD,
     ActionType,
     ClusterEventWithHint,
     on,
@@ -116,11 +117,11 @@ class CapacityScheduling(Plugin):
             self.on_event(POD, "ADDED", pod)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        """Any change: a quota's admission depends on every quota's use and nominations
-        across the cluster (and, in a tree, on the cluster's size), so no narrower set of
-        events is known to be enough; the reliability checker found pods within their min
-        left waiting on a narrower one."""
-        return (on(WILDCARD, ActionType.ALL),)
+        return (
+            on(ELASTIC_QUOTA, ActionType.ALL),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+        )
 
     # -- accounting ------------------------------------------------------------------
 

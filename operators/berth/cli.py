@@ -275,8 +275,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--sides",
         type=_sides,
-        default="kube-scheduler,berth,noop-binder",
-        help="comma-separated: kube-scheduler, berth, noop-binder (default all three)",
+        default="kube-scheduler,berth,berth-installed,noop-binder",
+        help="comma-separated: kube-scheduler, berth (its default profile), berth-installed "
+        "(the profile the manifests install, with quotas, NodeMetrics and reservations "
+        "present), noop-binder (default all four)",
     )
     bench.add_argument(
         "--qps", type=float, default=5000.0, help="client QPS of every side (default 5000)"

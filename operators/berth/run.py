@@ -230,7 +230,7 @@ def _components(
             await asyncio.gather(*tasks, return_exceptions=True)
         failed = 0
         for task, name in tasks.items():
-            if task in done and task.exception() is not None:
+            if task in done and not task.cancelled() and task.exception() is not None:
                 failed = 1
                 logger.error("component failed", component=name, error=repr(task.exception()))
         logger.info("berth stopped")

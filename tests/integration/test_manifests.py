@@ -25,6 +25,7 @@ def test_crds_become_established(installed: Kubectl) -> None:
         "elasticquotas.scheduling.sigs.k8s.io",
         "nodemetrics.slo.koordinator.sh",
         "noderesourcetopologies.topology.node.k8s.io",
+        "podmigrationjobs.scheduling.koordinator.sh",
     )
     out = installed(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
@@ -131,6 +132,19 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
         (CONTROLLER, "watch", "configmaps", {"namespace": "berth-system"}, True),
         (CONTROLLER, "list", "configmaps", {"namespace": "default"}, False),
         (AGENT, "create", "pods", {"subresource": "binding"}, False),
+        # Volumes: the scheduler reads claims and volumes, and binds claims at PreBind.
+        (CONTROLLER, "list", "persistentvolumes", {}, True),
+        (CONTROLLER, "watch", "csinodes", {"group": "storage.k8s.io"}, True),
+        (CONTROLLER, "delete", "persistentvolumes", {}, False),
+        # PodMigrationJobs: the balancer creates them, the operator writes their status.
+        (
+            CONTROLLER,
+            "patch",
+            "podmigrationjobs",
+            {"group": "scheduling.koordinator.sh", "subresource": "status"},
+            True,
+        ),
+        (CONTROLLER, "create", "podmigrationjobs", {"group": "scheduling.koordinator.sh"}, True),
     ],
 )
 async def test_rbac_is_least_privilege(

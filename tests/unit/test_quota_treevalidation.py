@@ -199,3 +199,23 @@ def test_a_pod_may_not_name_a_parent_quota(labels: dict[str, str], expected: str
     else:
         assert why is not None
         assert expected in why
+
+
+def test_a_parent_is_not_made_while_pods_name_it() -> None:
+    waiting = LivePod("anywhere", "early", {LABEL_NAME: "dept"})
+    assert needs_pods(CREATE, None, DEPT)
+    assert not needs_pods(CREATE, None, TEAM_A)
+    why = review_quota(CREATE, None, DEPT, [], [waiting, POD_A])
+    assert why is not None
+    assert "cannot be a parent" in why
+    assert "1 pod(s): anywhere/early" in why
+    assert review_quota(CREATE, None, DEPT, [], [POD_A]) is None
+
+
+def test_a_pod_update_that_keeps_its_quota_labels_passes() -> None:
+    labels = {LABEL_NAME: "dept", "app": "x"}
+    # Someone else's patch (an annotation, another label) to a pod already naming a parent.
+    assert review_pod({**labels, "app": "y"}, [DEPT], old_labels=labels) is None
+    why = review_pod(labels, [DEPT], old_labels={LABEL_NAME: "team-a"})
+    assert why is not None
+    assert "a parent runs no pods" in why

@@ -295,13 +295,16 @@ class AdmissionServer:
 
     async def _pod(self, request: web.Request) -> web.Response:
         review = await request.json()
-        pod = (review.get("request") or {}).get("object") or {}
+        req = review.get("request") or {}
+        pod = req.get("object") or {}
         namespace, name = _meta(pod)
         labels = (pod.get("metadata") or {}).get("labels") or {}
+        old = req.get("oldObject")
+        old_labels = ((old.get("metadata") or {}).get("labels") or {}) if old else None
         refusal = None
         if any(k.startswith(PREFIX) for k in labels):
             try:
-                refusal = review_pod(labels, await self._quotas())
+                refusal = review_pod(labels, await self._quotas(), old_labels)
             except ApiException as err:
                 refusal = f"Berth could not read the quota tree to check this: {api_message(err)}"
         if refusal is not None:

@@ -59,6 +59,10 @@ class LivePod:
     labels: Mapping[str, str]
 
 
+def _ours(labels: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k.startswith(PREFIX)}
+
+
 def _tree_keys(obj: Json) -> tuple[Any, ...]:
     """What the tree rules read of a quota: its spec and its tree labels and annotations
     (not the runtime and request Berth writes back)."""
@@ -140,11 +144,14 @@ def touches_tree(operation: str, old: Json | None, new: Json | None) -> bool:
 
 
 def needs_pods(operation: str, old: Json | None, new: Json | None) -> bool:
-    """Whether deciding this change needs the live pods: a quota that becomes a parent or
-    moves to another parent."""
+    """Whether deciding this change needs the live pods: a parent made, a quota that
+    becomes a parent or moves to another parent."""
+    after = _try_parse(new)
+    if operation == CREATE:
+        return after is not None and after.is_parent
     if operation != UPDATE or old is None or new is None:
         return False
-    before, after = _try_parse(old), _try_parse(new)
+    before = _try_parse(old)
     if before is None or after is None:
         return False
     return (after.is_parent and not before.is_parent) or before.parent != after.parent
@@ -308,11 +315,22 @@ def _emptiness(
     quotas: Mapping[str, TreeQuota],
     pods: Iterable[LivePod],
 ) -> str | None:
-    """A quota becomes a parent, or moves, only while no pod uses it (or its subtree)."""
+    """A quota becomes a parent, or moves, only while no pod uses it (or its subtree); a
+    parent is not made while pods name it."""
+    pods = list(pods)
+    if old is None and quota.is_parent:
+        naming = sorted(
+            (p for p in pods if p.labels.get(LABEL_NAME) == quota.name),
+            key=lambda p: (p.namespace, p.name),
+        )
+        if naming:
+            return (
+                f'ElasticQuota {quota.name} cannot be a parent ({LABEL_IS_PARENT}: "true") '
+                f"while pods name it in {LABEL_NAME} (a parent runs none): {_names(naming)}"
+            )
     before = _try_parse(old)
     if before is None or old is None:
         return None
-    pods = list(pods)
     if quota.is_parent and not before.is_parent:
         inside = _pods_in({quota.name}, old, others, pods)
         if inside:
@@ -331,8 +349,15 @@ def _emptiness(
     return None
 
 
-def review_pod(labels: Mapping[str, str], quotas: Iterable[Json]) -> str | None:
-    """Why a pod's quota labels are refused: unreadable, or naming a parent quota."""
+def review_pod(
+    labels: Mapping[str, str],
+    quotas: Iterable[Json],
+    old_labels: Mapping[str, str] | None = None,
+) -> str | None:
+    """Why a pod's quota labels are refused: unreadable, or naming a parent quota. An
+    update that leaves them as they were passes (other writers' patches to the pod)."""
+    if old_labels is not None and _ours(old_labels) == _ours(labels):
+        return None
     try:
         named = parse_pod(labels).name
     except TreeError as error:

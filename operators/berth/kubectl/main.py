@@ -70,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
         "view",
         nargs="?",
         choices=("tree",),
-        help="tree: the quota tree with min, max, request, runtime, used, borrowed and lent",
+        help="tree: the whole quota tree (all namespaces) with min, max, request, runtime, "
+        "used, borrowed and lent",
     )
     quota.add_argument("-A", "--all-namespaces", action="store_true")
     held = commands.add_parser(

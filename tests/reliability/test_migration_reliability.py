@@ -11,6 +11,7 @@ and the invariant must report it (``--mutations``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -27,6 +28,7 @@ from kubernetes_asyncio.client import (
     CustomObjectsApi,
     PolicyV1Api,
 )
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.integration.cluster import Nodes
 from tests.integration.processes import BerthRun
@@ -211,15 +213,9 @@ class Scene:
 
     async def close(self) -> None:
         for name in self.jobs:
-            await _quietly(self.custom.delete_cluster_custom_object(GROUP, VERSION, JOBS, name))
+            with contextlib.suppress(ApiException):  # gone already
+                await self.custom.delete_cluster_custom_object(GROUP, VERSION, JOBS, name)
         await self.nodes.delete_all()
-
-
-async def _quietly(call: Any) -> None:
-    try:
-        await call
-    except Exception as err:  # clean-up: what is gone already is fine
-        sys.stderr.write(f"clean-up: {err!r}\n")
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from berth.demo.stories import (
     burst,
     expiry,
+    migration,
     preemptor_reservation,
     quota,
     scale_up,
@@ -19,6 +20,7 @@ STORIES: tuple[Story, ...] = (
     expiry.STORY,
     preemptor_reservation.STORY,
     why_pending.STORY,
+    migration.STORY,
 )
 
 __all__ = ["STORIES"]

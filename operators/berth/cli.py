@@ -116,6 +116,14 @@ def _bench(args: argparse.Namespace) -> int:
         sys.stdout.write(measured.show() + "\n")
         sys.stdout.write(cycle_bench(args.nodes, args.pods or 5000) + "\n")
         return 0
+    if args.memory:
+        from berth.bench.memory import memory_bench, points
+
+        measured = conditions(REPO_DIR, None, 0, command.strip())
+        sys.stdout.write(measured.show() + "\n")
+        wanted = points(args.curve or [args.nodes], args.pods)
+        sys.stdout.write(memory_bench(wanted, args.repeats) + "\n")
+        return 0
     if args.numa:
         from berth.bench.numa import numa_bench
 
@@ -339,6 +347,13 @@ def parser() -> argparse.ArgumentParser:
         "--cycle-only",
         action="store_true",
         help="time the scheduling cycle in process, without a cluster",
+    )
+    bench.add_argument(
+        "--memory",
+        action="store_true",
+        help="in process, without a cluster: the scheduler's RSS per node and per bound pod "
+        "(--pods bound pods, default 10 a node, at --nodes or each --curve point) and its "
+        "cycle time with them, each point --repeats times in a fresh process",
     )
     bench.add_argument(
         "--numa",

@@ -51,3 +51,13 @@ def test_curve_workloads_and_sides_are_read_as_lists() -> None:
 def test_unknown_values_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         parser().parse_args(argv)
+
+
+def test_memory_points_are_ten_bound_pods_a_node_unless_told() -> None:
+    from berth.bench.memory import points
+
+    args = parser().parse_args(["bench", "--memory", "--curve", "1000,5000"])
+    assert args.memory
+    assert points(args.curve, args.pods) == [(1000, 10000), (5000, 50000)]
+    args = parser().parse_args(["bench", "--memory", "--nodes", "500", "--pods", "2000"])
+    assert points([args.nodes], args.pods) == [(500, 2000)]

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from berth.kube.watch import Informer
+from berth.kube.watch import LIST_PAGE, Informer
 
 
 def pod(name: str, version: str, **extra: Any) -> dict[str, Any]:
@@ -51,9 +51,10 @@ class Response:
         pass
 
 
-def listing(version: str, *items: dict[str, Any]) -> Response:
-    body = {"metadata": {"resourceVersion": version}, "items": list(items)}
-    return Response(200, orjson.dumps(body))
+def listing(version: str, *items: dict[str, Any], more: str = "") -> Response:
+    """A list answer; ``more`` is the continue token of a page that is not the last."""
+    meta = {"resourceVersion": version, **({"continue": more} if more else {})}
+    return Response(200, orjson.dumps({"metadata": meta, "items": list(items)}))
 
 
 def stream(*events: tuple[str, dict[str, Any]], split: bool = False) -> Response:
@@ -88,7 +89,7 @@ class Server:
 
 
 async def run(
-    lists: list[Response], watches: list[Response]
+    lists: list[Response], watches: list[Response], *, drop_managed_fields: bool = False
 ) -> tuple[Informer, Server, list[tuple[str, str, str]]]:
     stop = asyncio.Event()
     server = Server(stop, lists, watches)
@@ -98,7 +99,7 @@ async def run(
         meta = obj["metadata"]
         seen.append((kind, meta["name"], meta["resourceVersion"]))
 
-    informer = Informer("pods", server, handler)
+    informer = Informer("pods", server, handler, drop_managed_fields=drop_managed_fields)
     await asyncio.wait_for(informer.run(stop), 10)
     return informer, server, seen
 
@@ -167,6 +168,52 @@ async def test_gone_relists_and_synthesises_what_changed_meanwhile(how: str) -> 
     # The relist is a fresh list (no resourceVersion), and the watch resumes from it.
     assert "resource_version" not in server.calls[2]
     assert server.calls[3]["resource_version"] == "40"
+
+
+async def test_a_list_comes_in_pages_and_is_dispatched_once_whole() -> None:
+    informer, server, seen = await run(
+        [
+            listing("10", pod("a", "5"), more="page-2"),
+            listing("10", pod("b", "6"), more="page-3"),
+            listing("10", pod("c", "7")),
+        ],
+        [stream(("ADDED", pod("d", "11")))],
+    )
+    assert [c.get("limit") for c in server.calls[:3]] == [LIST_PAGE] * 3
+    assert [c.get("_continue") for c in server.calls[:3]] == [None, "page-2", "page-3"]
+    assert seen == [("ADDED", n, v) for n, v in (("a", "5"), ("b", "6"), ("c", "7"), ("d", "11"))]
+    assert informer.stats.lists == 1
+    assert server.calls[3]["resource_version"] == "10"
+
+
+async def test_an_expired_continue_token_starts_the_list_over() -> None:
+    informer, server, seen = await run(
+        [
+            listing("10", pod("a", "5"), more="page-2"),
+            Response(410, b"{}"),
+            listing("20", pod("a", "5"), pod("b", "15")),
+        ],
+        [],
+    )
+    assert "_continue" not in server.calls[2], "the list starts over from its first page"
+    assert seen == [("ADDED", "a", "5"), ("ADDED", "b", "15")], "no page is dispatched twice"
+    assert informer.stats.gone == 1
+    assert server.calls[3]["resource_version"] == "20"
+
+
+@pytest.mark.parametrize("drop", [True, False])
+async def test_managed_fields_are_dropped_only_when_asked(drop: bool) -> None:
+    managed = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    listed = pod("a", "5")
+    listed["metadata"]["managedFields"] = managed
+    watched = pod("b", "11")
+    watched["metadata"]["managedFields"] = managed
+    informer, _, seen = await run(
+        [listing("10", listed)], [stream(("ADDED", watched))], drop_managed_fields=drop
+    )
+    assert [name for _, name, _ in seen] == ["a", "b"]
+    for key in ("ns/a", "ns/b"):
+        assert ("managedFields" in informer.known[key]["metadata"]) is not drop
 
 
 async def test_a_failing_handler_stops_nothing() -> None:

@@ -4,11 +4,16 @@ The hot path's cost (filters, scores, assume) apart from everything a cluster ad
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from berth.bench.stats import percentile
+
+if TYPE_CHECKING:
+    from berth.scheduler.podinfo import PodInfo
+    from berth.scheduler.schedule_one import Profile as BuiltProfile
+    from berth.scheduler.view import ClusterView
 
 
 def _pod(name: str, scheduler: str) -> dict[str, Any]:
@@ -29,6 +34,17 @@ def _pod(name: str, scheduler: str) -> dict[str, Any]:
     }
 
 
+def place(profile: BuiltProfile, view: ClusterView, pod: PodInfo) -> str:
+    """One scheduling cycle and what follows it in process (assume, reserve); the node."""
+    from berth.scheduler.framework import CycleState
+
+    state = CycleState()
+    node = profile.cycle.schedule(state, pod).node
+    view.assume(pod, node)
+    profile.framework.run_reserve(state, pod, node)
+    return node
+
+
 def cycle_bench(nodes: int, pods: int) -> str:
     """The scheduling cycle alone, in process: no API, no binding. The hot path's cost,
     with kube-scheduler's default plugins and with the installed profile (quotas and
@@ -45,7 +61,6 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
     from berth.localcluster.paths import REPO_DIR
     from berth.scheduler.assembly import assemble
     from berth.scheduler.config import Profile, parse
-    from berth.scheduler.framework import CycleState
     from berth.scheduler.podinfo import PodInfo
 
     profile = Profile()
@@ -54,7 +69,6 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
         profile = parse(yaml.safe_load(configmap["data"]["scheduler-config.yaml"])).profiles[0]
     parts = assemble([profile])
     view, events = parts.view, parts.events
-    fwk, cycle = parts.profile().framework, parts.profile().cycle
     for i in range(nodes):
         events.on_node("ADDED", node_manifest(i))
     if installed:
@@ -86,10 +100,7 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
         raw["metadata"].update(namespace="bench", uid=f"uid-{i}")
         pod = PodInfo.from_pod(raw)
         t0 = time.perf_counter()
-        state = CycleState()
-        placement = cycle.schedule(state, pod)
-        view.assume(pod, placement.node)
-        fwk.run_reserve(state, pod, placement.node)
+        place(parts.profile(), view, pod)
         durations.append(time.perf_counter() - t0)
     wall = time.perf_counter() - started
     return (

@@ -7,6 +7,7 @@ fields and never the raw object on the hot path.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -46,6 +47,24 @@ def _host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
                     (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", host_port)
                 )
     return tuple(ports)
+
+
+@functools.lru_cache(maxsize=1024)
+def _toleration(fields: tuple[tuple[str, Any], ...]) -> Toleration:
+    return Toleration.model_validate(dict(fields))
+
+
+def _tolerations(spec: dict[str, Any]) -> tuple[Toleration, ...]:
+    """Parsed once per distinct toleration and shared: nearly every pod carries the same
+    admission-added ones (not-ready, unreachable), a kilobyte of models each otherwise.
+    Nothing changes a parsed toleration."""
+    parsed = []
+    for toleration in spec.get("tolerations") or ():
+        try:
+            parsed.append(_toleration(tuple(sorted(toleration.items()))))
+        except (AttributeError, TypeError):  # malformed: validation says how
+            parsed.append(Toleration.model_validate(toleration))
+    return tuple(parsed)
 
 
 def _scheduled_at(status: dict[str, Any]) -> float | None:
@@ -179,7 +198,7 @@ class PodInfo:
             phase=status.get("phase") or "Pending",
             priority=int(spec.get("priority") or 0),
             created=_timestamp(meta.get("creationTimestamp")),
-            labels=dict(meta.get("labels") or {}),
+            labels=labels,
             annotations=dict(meta.get("annotations") or {}),
             requests=requests,
             nonzero_cpu=nonzero.get(CPU, DEFAULT_MILLI_CPU),
@@ -188,7 +207,7 @@ class PodInfo:
             node_selector=dict(spec.get("nodeSelector") or {}),
             required_affinity=NodeSelector.model_validate(required) if required else None,
             preferred_affinity=tuple(PreferredSchedulingTerm.model_validate(p) for p in preferred),
-            tolerations=tuple(Toleration.model_validate(t) for t in spec.get("tolerations") or ()),
+            tolerations=_tolerations(spec),
             gated=bool(spec.get("schedulingGates")),
             nominated_node=status.get("nominatedNodeName") or "",
             deleting=bool(meta.get("deletionTimestamp")),

@@ -74,9 +74,16 @@ class Scheduler:
         )
         events = self.events
         core = CoreV1Api(api)
+        # Nothing reads the managed fields of nodes and pods, the kinds that grow with
+        # the cluster.
         self.informers = [
-            Informer("nodes", core.list_node, events.on_node),
-            Informer("pods", core.list_pod_for_all_namespaces, self._on_pod),
+            Informer("nodes", core.list_node, events.on_node, drop_managed_fields=True),
+            Informer(
+                "pods",
+                core.list_pod_for_all_namespaces,
+                self._on_pod,
+                drop_managed_fields=True,
+            ),
             Informer(
                 "priorityclasses",
                 SchedulingV1Api(api).list_priority_class,

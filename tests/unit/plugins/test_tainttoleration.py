@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from berth.scheduler.podinfo import PodInfo
 from tests.unit.scheduler_fixtures import (
     Json,
     make_env,
@@ -79,3 +80,14 @@ def test_taint_toleration_prefers_fewer_intolerable_taints() -> None:
         node("clean"),
     )
     assert env.node_for(pod("p", "1")) == "clean"
+
+
+def test_pods_with_the_same_tolerations_share_them_parsed() -> None:
+    not_ready = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+    same = dict(reversed(list(not_ready.items())))  # the same toleration, keys reordered
+    first = PodInfo.from_pod(pod("a", "1", tolerations=[not_ready]))
+    second = PodInfo.from_pod(pod("b", "1", tolerations=[same, {"key": "k", "value": "v"}]))
+    assert first.tolerations[0] is second.tolerations[0]
+    assert second.tolerations[1].key == "k"
+    assert second.tolerations[1].value == "v"
+    assert second.tolerations[1] is not first.tolerations[0]

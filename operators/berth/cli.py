@@ -110,11 +110,15 @@ def _bench(args: argparse.Namespace) -> int:
 
     command = "berth bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
     if args.cycle_only:
-        from berth.bench.cycle import cycle_bench
+        from berth.bench.cycle import cycle_bench, workload_cycle_bench
 
         measured = conditions(REPO_DIR, None, 0, command.strip())
         sys.stdout.write(measured.show() + "\n")
-        sys.stdout.write(cycle_bench(args.nodes, args.pods or 5000) + "\n")
+        if args.workload:
+            table = workload_cycle_bench(args.workload, args.nodes, args.pods, args.repeats)
+        else:
+            table = cycle_bench(args.nodes, args.pods or 5000)
+        sys.stdout.write(table + "\n")
         return 0
     if args.memory:
         from berth.bench.memory import memory_bench, points
@@ -346,7 +350,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--cycle-only",
         action="store_true",
-        help="time the scheduling cycle in process, without a cluster",
+        help="time the scheduling cycle in process, without a cluster (with --workload: "
+        "those workloads, --repeats runs each, the median)",
     )
     bench.add_argument(
         "--memory",

@@ -93,3 +93,15 @@ def test_every_pod_is_the_pause_container_of_100m_and_500Mi() -> None:
             requests = pod_requests(pod["spec"])
             assert requests["cpu"] == 100  # millicores
             assert requests["memory"] == 500 * 2**20
+
+
+def test_the_cycle_alone_keeps_one_anti_affinity_pod_per_node() -> None:
+    """The in-process run of a workload schedules its measured pods with the plugins'
+    decisions: on 10 nodes, 3 bound and 6 measured anti-affinity pods all fit; with 4
+    bound and 8 measured, only 6 of the measured find a node of their own."""
+    from berth.bench.cycle import workload_cycle_bench
+
+    fits = workload_cycle_bench(["SchedulingPodAntiAffinity"], 10, 6, 1)
+    assert "6 pods onto 10 nodes (3 bound before), 6 placed" in fits
+    crowded = workload_cycle_bench(["SchedulingPodAntiAffinity"], 10, 8, 1)
+    assert "8 pods onto 10 nodes (4 bound before), 6 placed" in crowded

@@ -3,7 +3,11 @@ The hot path's cost (filters, scores, assume) apart from everything a cluster ad
 
 from __future__ import annotations
 
+import hashlib
+import random
+import statistics
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -108,3 +112,76 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
         f"cycle p50 {percentile(durations, 0.5) * 1e3:.2f} ms, "
         f"p99 {percentile(durations, 0.99) * 1e3:.2f} ms)"
     )
+
+
+def workload_cycle_bench(names: Iterable[str], nodes: int, pods: int | None, repeats: int) -> str:
+    """scheduler_perf's workloads, the scheduling cycle alone with the default profile:
+    the workload's nodes, its initial pods counted as bound, its measured pods scheduled
+    one after another. Ties are broken with a fixed seed, so the digest of the chosen
+    nodes is the same from commit to commit as long as no decision changed. The rate is
+    over the process's CPU time (one thread): on a shared machine the wall clock also
+    counts the other processes' turns."""
+    lines = []
+    for name in names:
+        runs = [_workload_run(name, nodes, pods) for _ in range(max(repeats, 1))]
+        rates = sorted(r[0] for r in runs)
+        p99s = sorted(r[2] for r in runs)
+        digests = {r[3] for r in runs}
+        _, placed, _, _, init, measured = runs[0]
+        lines.append(
+            f"{name}: {measured} pods onto {nodes} nodes ({init} bound before), "
+            f"{placed} placed; median of {len(runs)}: "
+            f"{statistics.median(rates):.1f} pods per CPU second "
+            f"({rates[0]:.1f}-{rates[-1]:.1f}), cycle p99 {statistics.median(p99s) * 1e3:.2f} "
+            "CPU ms; "
+            f"placements {'/'.join(sorted(digests))}"
+        )
+    return "\n".join(lines)
+
+
+def _workload_run(
+    name: str, nodes: int, pods: int | None
+) -> tuple[float, int, float, str, int, int]:
+    """(pods per CPU second, pods placed, p99 cycle CPU seconds, digest of the
+    placements, initial pods, measured pods) of one run."""
+    from berth.bench.workloads import WORKLOADS
+    from berth.scheduler.assembly import assemble
+    from berth.scheduler.config import Profile
+    from berth.scheduler.framework import CycleState
+    from berth.scheduler.messages import FitError
+    from berth.scheduler.podinfo import PodInfo
+
+    workload = WORKLOADS[name]
+    init, measured = workload.sizes(nodes, pods)
+    parts = assemble([Profile()])
+    view, events = parts.view, parts.events
+    fwk, cycle = parts.profile().framework, parts.profile().cycle
+    cycle.rng = random.Random(0)
+    for i in range(nodes):
+        events.on_node("ADDED", workload.node(i))
+    for i in range(init):
+        raw = workload.init_pod(i, nodes)
+        raw["metadata"]["uid"] = f"init-{i}"
+        events.on_pod("ADDED", raw)
+    chosen: list[str] = []
+    durations = []
+    started = time.process_time()
+    for i in range(measured):
+        raw = workload.measured_pod(i, "berth-scheduler")
+        raw["metadata"]["uid"] = f"pod-{i}"
+        pod = PodInfo.from_pod(raw)
+        t0 = time.process_time()
+        state = CycleState()
+        try:
+            placement = cycle.schedule(state, pod)
+        except FitError:
+            chosen.append("")
+        else:
+            view.assume(pod, placement.node)
+            fwk.run_reserve(state, pod, placement.node)
+            chosen.append(placement.node)
+        durations.append(time.process_time() - t0)
+    cpu = time.process_time() - started
+    digest = hashlib.sha1("\n".join(chosen).encode()).hexdigest()[:10]
+    placed = sum(1 for node in chosen if node)
+    return measured / cpu, placed, percentile(durations, 0.99), digest, init, measured

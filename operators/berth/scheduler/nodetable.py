@@ -46,6 +46,8 @@ class NodeTable:
         self.row_versions: Ints = np.zeros(capacity, dtype=np.int64)
         self.label_generation = 0
         self.taint_generation = 0
+        # Bumped whenever a node object is added, replaced or removed.
+        self.node_generation = 0
         self._label_cache: dict[str, tuple[int, npt.NDArray[np.int32], dict[str, int]]] = {}
         self._taint_cache: tuple[int, npt.NDArray[np.int32], list[tuple[Taint, ...]]] | None = None
 
@@ -119,6 +121,7 @@ class NodeTable:
             self.label_generation += 1
             self.taint_generation += 1
         self.row_versions[row] += 1
+        self.node_generation += 1
         allocatable = resource_list((node.get("status") or {}).get("allocatable"))
         self.allocatable[row] = 0
         for resource, value in allocatable.items():
@@ -153,6 +156,7 @@ class NodeTable:
         self.ports[row] = {}
         self.pods[row] = {}
         self._free.append(row)
+        self.node_generation += 1
         self.label_generation += 1
         self.taint_generation += 1
         return pods

@@ -289,3 +289,27 @@ def test_a_pod_nominated_to_a_node_counts_for_anti_affinity() -> None:
         "web", "100m", labels=WEB, priority=20, affinity=pod_affinity(anti=[term(HOSTNAME, WEB)])
     )
     assert env.feasible(outranking) == ["a2"]
+
+
+def test_existing_pods_terms_follow_the_pods_across_cycles() -> None:
+    """The existing pods' terms are kept between cycles and grouped: two pods with the
+    same term weigh twice; a deleted pod's term, or a deleted node's pods' terms, stop
+    counting in the next cycle."""
+    keep_web_out = pod_affinity(anti=[term(ZONE, WEB)])
+    likes_web = pod_affinity(preferred=[(5, term(HOSTNAME, WEB))])
+    db1 = pod("db1", "100m", labels=DB, node_name="a1", affinity=keep_web_out)
+    env = make_env(
+        *nodes3(),
+        db1,
+        pod("fan1", "100m", labels=DB, node_name="a2", affinity=likes_web),
+        pod("fan2", "100m", labels=DB, node_name="a2", affinity=likes_web),
+        pod("fan3", "100m", labels=DB, node_name="b1", affinity=likes_web),
+    )
+    wanted = pod("web", "100m", labels=WEB)
+    assert env.feasible(wanted) == ["b1"]
+    # a2 holds two pods preferring web (10), b1 one (5): 100 and 50 after min-max.
+    assert scores(env, "InterPodAffinity", wanted, "a1", "a2", "b1") == [0, 100, 50]
+    env.events.on_pod("DELETED", db1)
+    assert env.feasible(wanted) == ["a1", "a2", "b1"]
+    env.events.on_node("DELETED", zoned("a2", "a"))
+    assert scores(env, "InterPodAffinity", wanted, "a1", "b1") == [0, 100]

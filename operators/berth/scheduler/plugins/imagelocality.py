@@ -8,8 +8,6 @@ object changes.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Plugin
@@ -37,16 +35,15 @@ class ImageLocality(Plugin):
     name = "ImageLocality"
 
     _index: dict[str, dict[int, int]] | None = None
-    # The node objects the index was built from (a watch event replaces the object).
-    _built_from: list[Any] = []
+    # The node table's node_generation the index was built at: any node object added,
+    # replaced or removed since makes it stale (not per cycle: a check over every node
+    # for each pod was a loop over all of them).
+    _built_at: tuple[int, int] = (-1, -1)
 
     def _images(self, nodes: NodeTable) -> dict[str, dict[int, int]]:
-        current = nodes.nodes
-        stale = len(current) != len(self._built_from) or any(
-            a is not b for a, b in zip(current, self._built_from, strict=True)
-        )
-        if self._index is None or stale:
-            self._index, self._built_from = image_index(nodes), list(current)
+        built_at = (id(nodes), nodes.node_generation)
+        if self._index is None or built_at != self._built_at:
+            self._index, self._built_at = image_index(nodes), built_at
         return self._index
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:

@@ -9,7 +9,6 @@ cannot fix; (2) the pod's required anti-affinity when a matching pod is in its d
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,13 +17,12 @@ import numpy as np
 from berth.scheduler.framework import Reason, Verdict
 from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.plugins.interpodaffinity.common import (
+    REQUIRED_ANTI,
     AffinityIndex,
-    Pair,
-    add_pairs,
-    add_terms,
-    rows_in,
+    PairCounts,
 )
 from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.podterms import AffinityTerm
 from berth.scheduler.selectorowners import SelectorOwners
 
 AFFINITY = "node(s) didn't match pod affinity rules"
@@ -36,32 +34,34 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 class FilterState:
     namespace_labels: Mapping[str, str]
     owners: SelectorOwners
+    nodes: NodeTable
     # Pairs of existing pods' required anti-affinity terms that match the incoming pod.
-    existing_anti: Counter[Pair] = field(default_factory=Counter)
+    existing_anti: PairCounts = field(init=False)
     # Pairs of pods matching all of the incoming pod's required affinity terms.
-    affinity: Counter[Pair] = field(default_factory=Counter)
+    affinity: PairCounts = field(init=False)
     # Pairs of pods matching some of its required anti-affinity terms.
-    anti: Counter[Pair] = field(default_factory=Counter)
+    anti: PairCounts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.existing_anti = PairCounts(self.nodes)
+        self.affinity = PairCounts(self.nodes)
+        self.anti = PairCounts(self.nodes)
 
     def copy(self) -> FilterState:
-        return FilterState(
-            self.namespace_labels,
-            self.owners,
-            Counter(self.existing_anti),
-            Counter(self.affinity),
-            Counter(self.anti),
-        )
+        copied = FilterState(self.namespace_labels, self.owners, self.nodes)
+        copied.existing_anti = self.existing_anti.copy()
+        copied.affinity = self.affinity.copy()
+        copied.anti = self.anti.copy()
+        return copied
 
-    def update(
-        self, pod: PodInfo, other: PodInfo, node_labels: Mapping[str, str], delta: int
-    ) -> None:
-        """Count (``delta`` 1) or uncount (-1) ``other`` on a node with these labels."""
-        add_terms(
+    def update(self, pod: PodInfo, other: PodInfo, row: int, delta: int) -> None:
+        """Count (``delta`` 1) or uncount (-1) ``other`` on ``row``."""
+        _add_matching(
             self.existing_anti,
             other.pod_affinity.required_anti,
             pod,
             self.namespace_labels,
-            node_labels,
+            row,
             delta,
         )
         terms = pod.pod_affinity
@@ -69,32 +69,38 @@ class FilterState:
         if terms.required and all(
             t.matches(other.namespace, other.labels, other_ns) for t in terms.required
         ):
-            add_terms(self.affinity, terms.required, other, other_ns, node_labels, delta)
-        add_terms(self.anti, terms.required_anti, other, other_ns, node_labels, delta)
+            _add_matching(self.affinity, terms.required, other, other_ns, row, delta)
+        _add_matching(self.anti, terms.required_anti, other, other_ns, row, delta)
+
+
+def _add_matching(
+    counts: PairCounts,
+    terms: tuple[AffinityTerm, ...],
+    target: PodInfo,
+    namespace_labels: Mapping[str, str],
+    row: int,
+    delta: int,
+) -> None:
+    """Count ``delta`` on the row's pair for every term ``target`` matches."""
+    for term in terms:
+        if term.matches(target.namespace, target.labels, namespace_labels):
+            counts.add_row(term.topology_key, row, delta)
 
 
 def pre_filter(
     pod: PodInfo, nodes: NodeTable, owners: SelectorOwners, index: AffinityIndex
 ) -> FilterState:
-    state = FilterState(owners.labels_of(pod.namespace), owners)
-    for row, others in index.with_required_anti(nodes):
-        labels = nodes.labels[row]
-        for other in others:
-            add_terms(
-                state.existing_anti,
-                other.pod_affinity.required_anti,
-                pod,
-                state.namespace_labels,
-                labels,
-                1,
-            )
+    state = FilterState(owners.labels_of(pod.namespace), owners, nodes)
+    for term, holders in index.existing.held(nodes, REQUIRED_ANTI):
+        if term.matches(pod.namespace, pod.labels, state.namespace_labels):
+            state.existing_anti.add_rows(term.topology_key, holders)
     terms = pod.pod_affinity
     if terms.required:
-        add_pairs(
-            state.affinity, terms.required, index.matching(nodes, terms.required, owners), nodes
-        )
+        matching = index.matching(nodes, terms.required, owners)
+        for term in terms.required:
+            state.affinity.add_rows(term.topology_key, matching)
     for term in terms.required_anti:
-        add_pairs(state.anti, (term,), index.matching(nodes, (term,), owners), nodes)
+        state.anti.add_rows(term.topology_key, index.matching(nodes, (term,), owners))
     return state
 
 
@@ -115,15 +121,12 @@ def verdict(pod: PodInfo, state: FilterState, nodes: NodeTable) -> Verdict:
         for term in required:
             codes, _ = nodes.label_codes(term.topology_key)
             has_keys &= codes >= 0
-            only_key = Counter(
-                {pair: n for pair, n in state.affinity.items() if pair[0] == term.topology_key}
-            )
-            pods_exist &= rows_in(only_key, nodes)
-        first_of_group = not state.affinity and matches_own_terms(pod, state)
+            pods_exist &= state.affinity.positive(term.topology_key)
+        first_of_group = state.affinity.empty() and matches_own_terms(pod, state)
         affinity_failed = ~(has_keys & (pods_exist | first_of_group))
-    anti_failed = ~affinity_failed & rows_in(state.anti, nodes)
+    anti_failed = ~affinity_failed & state.anti.any_positive()
     decided = affinity_failed | anti_failed
-    existing_failed = ~decided & rows_in(state.existing_anti, nodes)
+    existing_failed = ~decided & state.existing_anti.any_positive()
     reasons = []
     if affinity_failed.any():
         reasons.append(Reason(affinity_failed, AFFINITY, resolvable=False))

@@ -55,12 +55,12 @@ class InterPodAffinity(Plugin):
     def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
         counts = self._state(state)
         if counts is not None:
-            counts.update(pod, other, self.handle.view.nodes.labels[row], 1)
+            counts.update(pod, other, row, 1)
 
     def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
         counts = self._state(state)
         if counts is not None:
-            counts.update(pod, other, self.handle.view.nodes.labels[row], -1)
+            counts.update(pod, other, row, -1)
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         counts = self._state(state)
@@ -70,7 +70,9 @@ class InterPodAffinity(Plugin):
             assert counts is not None
         nominated = state.nominated_pods
         terms = pod.pod_affinity
-        if not (terms.required or terms.required_anti or counts.existing_anti or nominated):
+        if not (
+            terms.required or terms.required_anti or not counts.existing_anti.empty() or nominated
+        ):
             return Verdict.all(nodes)
         plain = verdict(pod, counts, nodes)
         if not nominated:
@@ -79,7 +81,7 @@ class InterPodAffinity(Plugin):
         def counted(row: int, pods: list[PodInfo]) -> Verdict:
             with_pods = counts.copy()
             for other in pods:
-                with_pods.update(pod, other, nodes.labels[row], 1)
+                with_pods.update(pod, other, row, 1)
             return verdict(pod, with_pods, nodes)
 
         return with_nominated(plain, nominated, counted)
@@ -98,7 +100,7 @@ class InterPodAffinity(Plugin):
             hard_weight=self.hard_weight,
             ignore_existing_preferred=self.ignore_existing_preferred,
         )
-        if not scores:
+        if scores.empty():
             return np.zeros(len(rows), dtype=np.int64)
         return normalize(node_scores(scores, nodes, rows))
 

@@ -83,7 +83,7 @@ def test_berth_run_here_uses_the_installed_configuration_without_leader_election
 
 
 def test_the_stories_are_the_design_documents_and_why_pending_in_order() -> None:
-    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g"]
+    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g", "h"]
 
 
 def test_the_demo_needs_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -485,3 +485,22 @@ def test_the_periodic_check_interval_is_an_argument() -> None:
     profile["pluginConfig"][0]["args"] = {"overRuntimeCheckInterval": "soon"}
     with pytest.raises(ConfigError, match="overRuntimeCheckInterval"):
         make_env(*nodes, profile=profile)
+
+
+def test_tree_reclaim_reads_victims_as_the_watch_shows_them_now() -> None:
+    """Pods placed by the scheduler are counted on their node as they were at binding,
+    before they started; under a min-runtime they are reclaimable once the watch shows
+    them started long enough ago."""
+    waiting = [gpu_pod(f"a{i}", "team-a") for i in range(8)]
+    env = tree_cluster(*waiting, dept_max=8)
+    team_a = tree_quota("team-a", 2, 8, parent="dept")
+    team_a["metadata"]["annotations"]["berth.io/min-runtime"] = "1h"
+    env.events.on_custom("ElasticQuota")("MODIFIED", team_a)
+    for raw in waiting:
+        bind(env, raw)
+    env.events.on_pod("ADDED", gpu_pod("b2", "team-b"))
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == []  # not started: too young
+    for raw in waiting:
+        raw["status"]["startTime"] = "2024-01-01T00:00:00Z"
+        env.events.on_pod("MODIFIED", raw)
+    assert len(tree_victims(env, gpu_pod("b2", "team-b"))) == 1

@@ -5,6 +5,7 @@ from berth.demo.stories import (
     expiry,
     preemptor_reservation,
     quota,
+    quota_tree,
     scale_up,
     stranger,
     why_pending,
@@ -19,6 +20,7 @@ STORIES: tuple[Story, ...] = (
     expiry.STORY,
     preemptor_reservation.STORY,
     why_pending.STORY,
+    quota_tree.STORY,
 )
 
 __all__ = ["STORIES"]

@@ -556,16 +556,21 @@ class TreeVictims:
             for other in self.plugin.handle.view.nodes.pods[row].values()
             if other.uid in self.plugin.ledger.pods
         }
-        found = [p for p in map(self.plugin.reclaim_pod, on_node.values()) if p is not None]
+        found = [p for p in map(self._reclaim_pod, on_node.values()) if p is not None]
         chosen = reclaimable(
             self.tree, self.state, self.demand.quota, self.request, found, self.now
         )
         return [on_node[p.key] for p in chosen]
 
+    def _reclaim_pod(self, counted: PodInfo) -> ReclaimPod | None:
+        """A pod counted on a node, with what the watch says of it now: the node table keeps
+        the pod as it was counted (at binding, before it started or began terminating)."""
+        return self.plugin.reclaim_pod(self.plugin.handle.view.pods.get(counted.uid, counted))
+
     def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
         """The reverse of the eviction order: the pods to evict first are given back last."""
         by_uid = {v.uid: v for v in victims}
-        found = [p for p in map(self.plugin.reclaim_pod, victims) if p is not None]
+        found = [p for p in map(self._reclaim_pod, victims) if p is not None]
         order = eviction_order(self.tree, self.demand.quota, found, self.now)
         return [by_uid[p.key] for p in reversed(order)]
 

@@ -4,11 +4,12 @@ Equal priorities go first in, first out by the time a pod (re-)entered the queue
 that keeps failing goes behind its peers, as with kube-scheduler's PrioritySort. Between
 priority and that time comes the pod's fair share (``share``, by default 0 for every pod):
 the dominant resource share of its tree quota, so that among quotas waiting for the same
-capacity the one using least of its runtime goes first. A share is read when the pod
-enters the active heap and read again when it reaches the top; a changed share puts the
-pod back in its new place before anything is popped. A pod that
-failed waits out its backoff (initial doubling to max per attempt); a pod no
-node could take waits among the unschedulable until a cluster event that could help
+capacity the one using least of its runtime goes first. A pod's share is read when it
+reaches the top of the active heap (it keeps the last one read meanwhile); a changed share
+puts it back in its new place before anything is popped. Reading shares only there keeps
+intake cheap: a watch listing thousands of pods does not recompute the tree's accounting
+for each. A pod that failed waits out its backoff (initial doubling to max per attempt); a
+pod no node could take waits among the unschedulable until a cluster event that could help
 (node added or changed, a bound pod gone, a reservation or quota changed), or five
 minutes, as kube-scheduler does. Pods with scheduling gates are held until the gates go.
 """
@@ -37,6 +38,7 @@ class _Entry:
     since: float = 0.0  # entered the unschedulable area
     # The plugins that rejected it last: only their cluster events bring it back.
     rejected_by: frozenset[str] = frozenset()
+    share: float = 0.0  # the fair share last read for it
 
 
 class SchedulingQueue:
@@ -109,9 +111,10 @@ class SchedulingQueue:
                 uid = key[-1]
                 if uid in self._active_set:
                     if self.share is not None:
-                        share = self.share(self._entries[uid].pod)
-                        if share != key[1]:
-                            self._push_key(self._entries[uid], share)
+                        entry = self._entries[uid]
+                        entry.share = self.share(entry.pod)
+                        if entry.share != key[1]:
+                            self._push_active(entry)
                             continue
                     self._active_set.discard(uid)
                     self._in_flight.add(uid)
@@ -205,15 +208,12 @@ class SchedulingQueue:
     # -- internals ---------------------------------------------------------------------
 
     def _push_active(self, entry: _Entry) -> None:
-        self._push_key(entry, 0.0 if self.share is None else self.share(entry.pod))
-
-    def _push_key(self, entry: _Entry, share: float) -> None:
         pod = entry.pod
         self._active_set.add(pod.uid)
         # Within one clock tick, pods back from an attempt go after first-time pods.
         key = (
             -pod.priority,
-            share,
+            entry.share,
             entry.queued_at,
             entry.attempts,
             pod.created,

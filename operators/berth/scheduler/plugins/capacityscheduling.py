@@ -14,7 +14,11 @@ their runtime quota and every ancestor's (pods nominated after a preemption coun
 At PostFilter a pod whose own quota is within its runtime reclaims from quotas over theirs:
 their preemptible pods, whatever their priority, only where the pod then fits its node and
 its quota chain. With the Reservation plugin's ``reservePreemptedCapacity`` the freed
-capacity is held for the pod before anyone is evicted.
+capacity is held for the pod before anyone is evicted. Victims are never non-preemptible
+pods nor pods under their quota's min-runtime, and go in ``berth.quota.reclaim``'s order.
+Tree pods are ordered in the queue by their quota's dominant share (``queue_share``), and
+every ``overRuntimeCheckInterval`` the plugin names the unschedulable pods that may reclaim
+now (``retry_now``), which the scheduler tries again: the check itself evicts nothing.
 """
 
 from __future__ import annotations

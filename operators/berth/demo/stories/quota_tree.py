@@ -4,12 +4,16 @@ through Reservations held for team-b's pods when team-b's demand returns."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from berth.demo.console import Console, check, eventually
-from berth.demo.objects import EXAMPLES, apply, documents, live_pods, node_of
+from berth.demo.install import RESERVING_SCHEDULER
+from berth.demo.objects import EXAMPLES, apply, apply_made, documents, live_pods, node_of
 from berth.demo.story import Context, Story
 
 WALKTHROUGH = EXAMPLES / "quota-tree"
 GPU = "nvidia.com/gpu"
+TREE_PREFIX = "quota.scheduling.koordinator.sh/"
 NODES = ("tree-gpu-node-1", "tree-gpu-node-2")
 TREE_COLUMNS = (
     "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,"
@@ -22,6 +26,8 @@ NODES_READY = 120.0
 
 def play(ctx: Context) -> None:
     workloads = {d["metadata"]["namespace"]: d for d in documents(WALKTHROUGH / "workloads.yaml")}
+    for doc in workloads.values():  # the profile that reserves before it evicts
+        doc["spec"]["template"]["spec"]["schedulerName"] = RESERVING_SCHEDULER
     console = ctx.console
     _no_other_quotas(console)
     try:
@@ -31,13 +37,13 @@ def play(ctx: Context) -> None:
         apply(console, WALKTHROUGH / "quotas.yaml")
 
         ctx.say("team-b is idle: team-a borrows its share, up to the department's 8")
-        apply(console, WALKTHROUGH / "workloads.yaml", workloads["team-a"])
+        _apply_trainers(console, workloads["team-a"])
         _settle(console, {"team-a": (8, 0, "8", "8")})
         console.show("get", "elasticquotas", "-A", "-o", TREE_COLUMNS)
 
         ctx.say("team-b's demand returns: runtimes become 3 and 5 (weights 8 : 16); each GPU")
         ctx.say("  team-b gets is reclaimed from team-a and held for it by a Reservation first")
-        apply(console, WALKTHROUGH / "workloads.yaml", workloads["team-b"])
+        _apply_trainers(console, workloads["team-b"])
         _settle(console, {"team-a": (3, 5, "3", "3"), "team-b": (5, 3, "5", "5")}, 150.0)
         console.show("get", "elasticquotas", "-A", "-o", TREE_COLUMNS)
         console.show("-n", "team-b", "get", "events", "--field-selector",
@@ -61,11 +67,24 @@ def play(ctx: Context) -> None:
             console.run("delete", "-f", str(WALKTHROUGH / file), "--ignore-not-found")
 
 
+def _apply_trainers(console: Console, doc: dict[str, Any]) -> None:
+    team = doc["metadata"]["namespace"]
+    note = f"{team}'s trainers of workloads.yaml, on {RESERVING_SCHEDULER}"
+    apply_made(console, doc, note)
+
+
 def _no_other_quotas(console: Console) -> None:
-    """Other tree quotas would share the root and change the walk-through's numbers; the
-    flat walk-through's quotas would too (their pods leave the tree less)."""
-    names = [q["metadata"]["name"] for q in console.get_json("eq", "-A")["items"]]
-    check(not names, f"other ElasticQuotas exist and would change the numbers: {names}")
+    """Other tree quotas would share the root and change the walk-through's numbers (flat
+    quotas do not: their pods here ask for no GPUs)."""
+
+    def in_tree(quota: dict[str, Any]) -> bool:
+        meta = quota["metadata"]
+        keys = [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]
+        return any(k.startswith(TREE_PREFIX) or k.startswith("berth.io/") for k in keys)
+
+    listed = console.get_json("elasticquotas", "-A")["items"]
+    others = [f"{q['metadata']['namespace']}/{q['metadata']['name']}" for q in listed if in_tree(q)]
+    check(not others, f"other tree ElasticQuotas exist and would change the numbers: {others}")
 
 
 def _nodes_ready(console: Console) -> str | None:

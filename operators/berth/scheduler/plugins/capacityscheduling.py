@@ -289,8 +289,8 @@ class CapacityScheduling(Plugin):
         pods = []
         for pod in self.handle.view.pods.values():
             pending = not pod.node_name and not pod.terminal and not pod.deleting
-            if pending and not waiting(pod.uid):
-                continue
+            if pending and (pod.scheduler_name != self.handle.profile or not waiting(pod.uid)):
+                continue  # another profile's, or not waiting for an event
             found = self.reclaim_pod(pod)
             if found is not None and (found.bound or pending):
                 pods.append(found)

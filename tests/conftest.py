@@ -73,6 +73,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(
                 pytest.mark.skip(reason="the mutation runs take 15-25 minutes: tox -e mutations")
             )
+        elif "tests/reliability/test_migration_reliability.py" in item.nodeid:
+            if "catches" in item.name and not mutations:
+                item.add_marker(pytest.mark.skip(reason="a mutation run: tox -e mutations"))
+            elif "catches" not in item.name and not reliability:
+                item.add_marker(
+                    pytest.mark.skip(reason="a short reliability variant: tox -e reliability-short")
+                )
         elif "tests/reliability/test_reliability.py" in item.nodeid and not reliability:
             item.add_marker(
                 pytest.mark.skip(

@@ -51,8 +51,21 @@ def _run(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             health_address=args.health_address,
             stall_seconds=args.liveness_stall_seconds,
+            webhook_address=args.webhook_address,
+            webhook_url=args.webhook_url,
         )
     )
+
+
+def _quota(args: argparse.Namespace) -> int:
+    from berth.kubectl.main import main as kubectl_berth
+
+    argv = ["quota", "tree"]
+    for flag in ("kubeconfig", "context", "output"):
+        value = getattr(args, flag)
+        if value:
+            argv.append(f"--{flag}={value}")
+    return kubectl_berth(argv)
 
 
 def _agent(args: argparse.Namespace) -> int:
@@ -208,7 +221,27 @@ def parser() -> argparse.ArgumentParser:
         default=120.0,
         help="/healthz fails when pods have waited this long with no scheduling cycle",
     )
+    run.add_argument(
+        "--webhook-address",
+        help="host:port to serve the ElasticQuota admission webhook on (HTTPS; default: "
+        "not served)",
+    )
+    run.add_argument(
+        "--webhook-url",
+        help="the URL the API server dials for the webhook, e.g. https://127.0.0.1:9443 when "
+        "Berth runs beside kube-apiserver (default: the berth-webhook Service)",
+    )
     run.set_defaults(func=_run)
+
+    quota = sub.add_parser("quota", help="ElasticQuotas (the same as kubectl berth quota)")
+    views = quota.add_subparsers(dest="view", required=True)
+    tree = views.add_parser(
+        "tree", help="the quota tree: min, max, request, runtime, used, borrowed, lent"
+    )
+    tree.add_argument("--kubeconfig", help="kubeconfig path (default: KUBECONFIG)")
+    tree.add_argument("--context", help="the kubeconfig context to use")
+    tree.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    quota.set_defaults(func=_quota)
 
     agent = sub.add_parser("agent", help="report this node's usage into its NodeMetric")
     agent.add_argument(
@@ -275,8 +308,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--sides",
         type=_sides,
-        default="kube-scheduler,berth,noop-binder",
-        help="comma-separated: kube-scheduler, berth, noop-binder (default all three)",
+        default="kube-scheduler,berth,berth-installed,noop-binder",
+        help="comma-separated: kube-scheduler, berth (its default profile), berth-installed "
+        "(the profile the manifests install, with quotas, NodeMetrics and reservations "
+        "present), noop-binder (default all four)",
     )
     bench.add_argument(
         "--qps", type=float, default=5000.0, help="client QPS of every side (default 5000)"

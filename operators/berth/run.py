@@ -10,11 +10,12 @@ throughout on ``--health-address`` (default 0.0.0.0:10251).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -30,6 +31,9 @@ from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identi
 from berth.migration.metrics import MigrationMetrics
 from berth.scheduler import config as scheduler_config
 from berth.scheduler.metrics import SchedulerMetrics
+
+if TYPE_CHECKING:
+    from berth.operators.admission import AdmissionServer
 
 logger = log.get(__name__)
 
@@ -48,6 +52,10 @@ class RunOptions:
     # Liveness fails when the scheduling loop has not gone round for this long while pods
     # wait in its active queue.
     stall_seconds: float = 120.0
+    # The ElasticQuota admission webhook: served on this host:port when set, dialled by the
+    # API server at webhook_url (default: the berth-webhook Service).
+    webhook_address: str | None = None
+    webhook_url: str | None = None
 
 
 def run_command(
@@ -124,6 +132,7 @@ async def serve(
         lead, ready = _components(options, settings, descheduling, api, configuration, health)
         await health.start()
         logger.info("serving health and metrics", address=f"{host}:{health.port}")
+        webhook = await _start_webhook(options, api)
         try:
             if not settings.leader_election.leader_elect:
                 health.add_readiness("components ready", ready)
@@ -150,7 +159,24 @@ async def serve(
             logger.error("lost leadership; exiting so a fresh candidate takes over")
             return EXIT_LOST_LEADERSHIP
         finally:
+            if webhook is not None:
+                await webhook.stop()
             await health.stop()
+
+
+async def _start_webhook(options: RunOptions, api: ApiClient) -> AdmissionServer | None:
+    """Every replica serves the admission webhook, leader or not: it reads the API per
+    review and so needs no informer."""
+    if options.webhook_address is None:
+        return None
+    from berth.operators.admission import AdmissionServer
+    from berth.operators.nodemetric import DEFAULT_NAMESPACE, NAMESPACE_ENV
+
+    host, _, port = options.webhook_address.rpartition(":")
+    namespace = os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
+    server = AdmissionServer(api, host or "0.0.0.0", int(port), namespace, options.webhook_url)
+    await server.start()
+    return server
 
 
 async def _namespace_exists(api: ApiClient, namespace: str) -> bool:
@@ -230,7 +256,7 @@ def _components(
             await asyncio.gather(*tasks, return_exceptions=True)
         failed = 0
         for task, name in tasks.items():
-            if task in done and task.exception() is not None:
+            if task in done and not task.cancelled() and task.exception() is not None:
                 failed = 1
                 logger.error("component failed", component=name, error=repr(task.exception()))
         logger.info("berth stopped")

@@ -25,6 +25,7 @@ def test_crds_become_established(installed: Kubectl) -> None:
         "elasticquotas.scheduling.sigs.k8s.io",
         "nodemetrics.slo.koordinator.sh",
         "noderesourcetopologies.topology.node.k8s.io",
+        "podmigrationjobs.scheduling.koordinator.sh",
     )
     out = installed(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
@@ -44,10 +45,11 @@ def test_components_are_installed(installed: Kubectl) -> None:
         "configmap/slo-controller-config",
         "serviceaccount/berth-controller",
         "serviceaccount/berth-agent",
+        "service/berth-webhook",
         "-o",
         "name",
     )
-    assert len(out.split()) == 6
+    assert len(out.split()) == 7
 
 
 async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra: str) -> bool:
@@ -130,7 +132,43 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
         # The NodeMetric operator watches slo-controller-config in berth-system only.
         (CONTROLLER, "watch", "configmaps", {"namespace": "berth-system"}, True),
         (CONTROLLER, "list", "configmaps", {"namespace": "default"}, False),
+        # The admission webhook: its own certificate Secret only, its own configuration.
+        (
+            CONTROLLER,
+            "get",
+            "secrets",
+            {"namespace": "berth-system", "name": "berth-webhook-tls"},
+            True,
+        ),
+        (CONTROLLER, "get", "secrets", {"namespace": "berth-system", "name": "other"}, False),
+        (
+            CONTROLLER,
+            "patch",
+            "validatingwebhookconfigurations",
+            {"group": "admissionregistration.k8s.io", "name": "berth-elasticquota"},
+            True,
+        ),
+        (
+            CONTROLLER,
+            "patch",
+            "validatingwebhookconfigurations",
+            {"group": "admissionregistration.k8s.io", "name": "other"},
+            False,
+        ),
         (AGENT, "create", "pods", {"subresource": "binding"}, False),
+        # Volumes: the scheduler reads claims and volumes, and binds claims at PreBind.
+        (CONTROLLER, "list", "persistentvolumes", {}, True),
+        (CONTROLLER, "watch", "csinodes", {"group": "storage.k8s.io"}, True),
+        (CONTROLLER, "delete", "persistentvolumes", {}, False),
+        # PodMigrationJobs: the balancer creates them, the operator writes their status.
+        (
+            CONTROLLER,
+            "patch",
+            "podmigrationjobs",
+            {"group": "scheduling.koordinator.sh", "subresource": "status"},
+            True,
+        ),
+        (CONTROLLER, "create", "podmigrationjobs", {"group": "scheduling.koordinator.sh"}, True),
     ],
 )
 async def test_rbac_is_least_privilege(

@@ -16,7 +16,7 @@ def test_the_defaults_are_a_backlog_of_every_side_three_times() -> None:
         None,
         None,
     )
-    assert args.sides == ["kube-scheduler", "berth", "noop-binder"]
+    assert args.sides == ["kube-scheduler", "berth", "berth-installed", "noop-binder"]
     assert (args.qps, args.burst) == (5000.0, 5000)
 
 

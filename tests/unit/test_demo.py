@@ -12,10 +12,19 @@ import yaml
 from berth.cli import main
 from berth.demo import suite
 from berth.demo.console import StoryFailed, eventually, excerpt
-from berth.demo.install import MANIFESTS, RESERVING_SCHEDULER, local_scheduler_config
+from berth.demo.install import (
+    BALANCED_LABEL,
+    MANIFESTS,
+    RESERVING_SCHEDULER,
+    high_thresholds,
+    local_descheduler_config,
+    local_scheduler_config,
+)
 from berth.demo.stories import STORIES
 from berth.demo.summary import Outcome, table
+from berth.descheduler import config as descheduler_config
 from berth.localcluster.paths import REPO_DIR
+from berth.scheduler.config import load as load_scheduler_config
 
 DESCRIBE = """Name:         web-scale-up
 Labels:       <none>
@@ -82,8 +91,28 @@ def test_berth_run_here_uses_the_installed_configuration_without_leader_election
     assert reserving["plugins"] == installed["profiles"][0]["plugins"]
 
 
+def test_the_demos_descheduler_balances_only_the_migration_storys_nodes_and_quickly(
+    tmp_path: Path,
+) -> None:
+    """The installed configuration, every 2 s, on the first hot report, on labelled nodes;
+    berth run takes it beside the demo's scheduler configuration."""
+    settings = descheduler_config.load(local_descheduler_config(tmp_path))
+    descheduler_config.check_against_scheduler(
+        settings, load_scheduler_config(local_scheduler_config(tmp_path))
+    )
+    args = settings.low_node_load
+    assert args is not None
+    assert settings.interval_seconds == 2
+    assert args.anomaly_condition is not None
+    assert args.anomaly_condition.consecutive_abnormalities == 1
+    assert args.node_selector is not None
+    assert args.node_selector.matches({BALANCED_LABEL: "true"})
+    assert not args.node_selector.matches({})
+    assert high_thresholds() == {"cpu": 75, "memory": 95}
+
+
 def test_the_stories_are_the_design_documents_and_why_pending_in_order() -> None:
-    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g", "h"]
+    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
 
 
 def test_the_demo_needs_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:

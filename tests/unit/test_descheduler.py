@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 import yaml
 
-from berth.descheduler.balance import Detector, NodeLoad, PodLoad, is_hot, is_idle, observe, plan
+from berth.descheduler.balance import (
+    Detector,
+    NodeLoad,
+    PodLoad,
+    is_hot,
+    is_idle,
+    observe,
+    plan,
+    usage_now,
+)
 from berth.descheduler.config import DeschedulerConfigError, check_against_scheduler, parse
 from berth.descheduler.fit import fits
 from berth.descheduler.lownodeload import LoadAnomalyCondition, LowNodeLoadArgs
@@ -161,6 +170,19 @@ def test_never_more_than_the_idle_nodes_can_absorb() -> None:
     moves = plan([hot], [tight], pool())
     # 70% of 4 cores is 2.8; 1 used: 1.8 cores of room, so only one 1.5-core pod moves.
     assert [m.pod.name for m in moves] == ["p1"]
+
+
+def test_a_report_counts_no_pod_that_has_left_or_is_leaving() -> None:
+    """A report taken before a migration ended still lists the pod that left: its usage is
+    not the node's any more, nor is a leaving pod's; a staying pod's is."""
+    reported = {
+        ("shop", "gone"): {"cpu": 800},
+        ("shop", "leaving"): {"cpu": 800},
+        ("shop", "stays"): {"cpu": 800},
+    }
+    usage = usage_now({"cpu": 2600, "memory": GI}, reported, {("shop", "stays")})
+    assert usage == {"cpu": 1000, "memory": GI}
+    assert usage_now({"cpu": 500}, reported, set()) == {"cpu": 0}
 
 
 def test_node_fit_keeps_pods_no_idle_node_takes() -> None:

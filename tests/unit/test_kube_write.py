@@ -17,7 +17,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.api import elasticquota, nodemetric, reservation
+from berth.api import elasticquota, nodemetric, podmigrationjob, reservation
 from berth.kube.write import (
     ELASTIC_QUOTA,
     EVENT,
@@ -25,6 +25,7 @@ from berth.kube.write import (
     NODE,
     NODE_METRIC,
     POD,
+    POD_MIGRATION_JOB,
     RESERVATION,
     STRATEGIC,
     ApiWriter,
@@ -101,6 +102,7 @@ def test_kinds_of_berths_crds_come_from_their_definitions() -> None:
         (RESERVATION, reservation.CRD),
         (ELASTIC_QUOTA, elasticquota.CRD),
         (NODE_METRIC, nodemetric.CRD),
+        (POD_MIGRATION_JOB, podmigrationjob.CRD),
     ):
         assert (kind.group, kind.version, kind.plural) == (crd.group, crd.version, crd.plural)
 
@@ -176,6 +178,16 @@ async def test_patch_create_and_subresources(api: tuple[ApiWriter, Recorder]) ->
         "application/json",
         binding,
     )
+
+
+async def test_patches_return_the_object_as_stored(api: tuple[ApiWriter, Recorder]) -> None:
+    """A caller that goes on from its own write (the next step of a migration) needs the
+    resourceVersion the write produced."""
+    writer, recorder = api
+    stored = {"metadata": {"name": "j", "resourceVersion": "8"}, "status": {"phase": "Running"}}
+    recorder.responses = [Response(200, json.dumps(stored).encode())] * 2
+    assert await writer.patch_status(POD_MIGRATION_JOB, "j", {"phase": "Running"}) == stored
+    assert await writer.patch(POD_MIGRATION_JOB, "j", {"metadata": {}}) == stored
 
 
 async def test_delete_names_only_the_preconditions_given(api: tuple[ApiWriter, Recorder]) -> None:

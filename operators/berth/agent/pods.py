@@ -19,23 +19,16 @@ import orjson
 from kubernetes_asyncio.client import CoreV1Api
 
 from berth.kube.client import checked
+from berth.loadaware.priority import BANDS as PRIORITY_BANDS
+from berth.loadaware.priority import PRIORITY_LABEL, QOS_LABEL
 from berth.podresources import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 
 __all__ = ["PodRef", "list_node_pods", "pod_ref"]
 
-PRIORITY_LABEL = "koordinator.sh/priority-class"
-QOS_LABEL = "koordinator.sh/qosClass"
 QOS_CLASSES = frozenset({"LSE", "LSR", "LS", "BE", "SYSTEM"})
 QOS_OF_KUBE_QOS = {GUARANTEED: "LSR", BURSTABLE: "LS", BEST_EFFORT: "BE"}
 PRIORITY_OF_QOS = {"LSE": "koord-prod", "LSR": "koord-prod", "LS": "koord-prod"}
 PRIORITY_OF_QOS |= {"SYSTEM": "koord-prod", "BE": "koord-batch"}
-# Koordinator's priority bands (inclusive), highest first.
-PRIORITY_BANDS = (
-    ("koord-prod", 9000, 9999),
-    ("koord-mid", 7000, 7999),
-    ("koord-batch", 5000, 5999),
-    ("koord-free", 3000, 3999),
-)
 
 
 @dataclass(frozen=True)

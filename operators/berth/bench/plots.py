@@ -71,9 +71,10 @@ def plot(trials: Sequence[Trial], footer: str, path: Path) -> Path | None:
     if len(workloads) > 1:
         largest = max(t.nodes for t in trials)
         chosen = [t for t in trials if t.nodes == largest]
+        present = [side for side in SIDES if any(t.side == side for t in chosen)]
         fig, axis = plt.subplots(figsize=(12, 4.5))
-        width = 0.8 / len(SIDES)
-        for offset, side in enumerate(SIDES):
+        width = 0.8 / len(present)
+        for offset, side in enumerate(present):
             spreads = [
                 Spread.of([t.throughput for t in chosen if t.workload == w and t.side == side])
                 for w in workloads
@@ -90,7 +91,8 @@ def plot(trials: Sequence[Trial], footer: str, path: Path) -> Path | None:
                 capsize=3,
                 label=side,
             )
-        axis.set_xticks([i + width for i in range(len(workloads))], workloads, fontsize=8)
+        middle = width * (len(present) - 1) / 2
+        axis.set_xticks([i + middle for i in range(len(workloads))], workloads, fontsize=8)
         axis.set_ylabel("pods/s, first to last binding")
         axis.set_title(f"scheduler_perf workloads at {largest} nodes")
         axis.legend()

@@ -1,9 +1,12 @@
-"""The sides a benchmark compares: kube-scheduler, Berth and the no-op binder, each a process
-of its own with the same client QPS and burst, and the plugins each one runs.
+"""The sides a benchmark compares: kube-scheduler, Berth (its default profile, and the
+profile its manifests install) and the no-op binder, each a process of its own with the same
+client QPS and burst, and the plugins each one runs.
 
-kube-scheduler is configured with exactly the plugins Berth has: its default profile
-without the plugins Berth does not implement (read from the registry when the benchmark
-runs), so that both sides decide with the same plugins.
+kube-scheduler is configured with exactly the plugins Berth's default profile has: its
+default profile without the plugins Berth does not implement (read from the registry when
+the benchmark runs), so that both sides decide with the same plugins. The installed profile
+adds quotas, reservations, load-aware and NUMA plugins: a second row against the same
+kube-scheduler figure, run with those kinds' objects present (see :mod:`berth.bench.installed`).
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ from typing import Any
 import yaml
 
 from berth.run import run_command
-from berth.scheduler.registry import DEFAULTS, NOT_IMPLEMENTED, QUEUE_SORT
+from berth.scheduler.config import installed_text, parse
+from berth.scheduler.registry import DEFAULTS, NOT_IMPLEMENTED, QUEUE_SORT, profile_plugins
 
 KUBE_SCHEDULER = "kube-scheduler"
 BERTH = "berth"
+INSTALLED = "berth-installed"
 NOOP = "noop-binder"
-SIDES = (KUBE_SCHEDULER, BERTH, NOOP)
+SIDES = (KUBE_SCHEDULER, BERTH, INSTALLED, NOOP)
 SCHEDULER_NAMES = {
     KUBE_SCHEDULER: "default-scheduler",
     BERTH: "berth-scheduler",
+    INSTALLED: "berth-installed",
     NOOP: "bench-noop-binder",
 }
 
@@ -84,6 +90,16 @@ def berth_plugins() -> tuple[str, ...]:
     return (QUEUE_SORT, *(ref.name for ref in DEFAULTS))
 
 
+def installed_profile() -> dict[str, Any]:
+    """The first profile of the configuration Berth's manifests install, as written there."""
+    profile: dict[str, Any] = yaml.safe_load(installed_text())["profiles"][0]
+    return profile
+
+
+def installed_plugins() -> tuple[str, ...]:
+    return profile_plugins(parse({"profiles": [installed_profile()]}).profiles[0])
+
+
 def scheduler_configuration(side: str, kubeconfig: str, qps: float, burst: int) -> dict[str, Any]:
     """The KubeSchedulerConfiguration each scheduler is given: the same client QPS and
     burst, no leader election, one profile under the side's scheduler name."""
@@ -92,6 +108,8 @@ def scheduler_configuration(side: str, kubeconfig: str, qps: float, burst: int) 
         profile["plugins"] = {
             "multiPoint": {"disabled": [{"name": name} for name in kube_disabled()]}
         }
+    elif side == INSTALLED:
+        profile = {**installed_profile(), "schedulerName": SCHEDULER_NAMES[side]}
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -149,7 +167,7 @@ def make_side(
         label,
         name,
         argv,
-        berth_plugins(),
+        installed_plugins() if label == INSTALLED else berth_plugins(),
         f"http://127.0.0.1:{metrics_port}/metrics",
         # Berth's attempt: filters, scores, assume and reserve; the binding runs after it.
         (BERTH_CYCLE_HISTOGRAM, {"result": "scheduled"}),

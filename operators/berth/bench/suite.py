@@ -13,14 +13,14 @@ from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient
 
-from berth.bench import operatorlag
+from berth.bench import installed, operatorlag
 from berth.bench.arrival import Latency, latency_table, run_latency
 from berth.bench.backlog import Trial, TrialError, alternating, run_trial
 from berth.bench.fixture import Fixture, FixtureError, install_crds
 from berth.bench.operatorlag import Lag
 from berth.bench.process import free_port
 from berth.bench.report import Conditions, read_csv, table, write_csv
-from berth.bench.sides import BERTH, KUBE_SCHEDULER, Side, make_side
+from berth.bench.sides import BERTH, INSTALLED, KUBE_SCHEDULER, Side, make_side
 from berth.bench.workloads import WORKLOADS, Workload
 from berth.kube.client import client_from_kubeconfig
 from berth.localcluster.build import Binaries
@@ -41,13 +41,15 @@ class Plan:
 
 
 def say_plugins(say: Callable[[str], None], sides: Sequence[str]) -> None:
-    from berth.bench.sides import berth_plugins, kube_disabled, kube_plugins
+    from berth.bench.sides import berth_plugins, installed_plugins, kube_disabled, kube_plugins
 
     if KUBE_SCHEDULER in sides:
         say(f"kube-scheduler runs: {', '.join(kube_plugins())}")
         say(f"  (disabled there, as Berth lacks them: {', '.join(kube_disabled())})")
     if BERTH in sides:
         say(f"Berth runs: {', '.join(berth_plugins())}")
+    if INSTALLED in sides:
+        say(f"Berth's installed profile runs: {', '.join(installed_plugins())}")
 
 
 @dataclass
@@ -108,7 +110,11 @@ async def _run_case(
 ) -> None:
     init, pods = workload.sizes(nodes, plan.pods)
     await fixture.nodes(workload, nodes)
+    if INSTALLED in plan.sides:
+        await installed.create(fixture.writer, workload, nodes)
     for repeat, label in alternating(plan.sides, plan.repeats):
+        if label == INSTALLED:
+            await installed.refresh(fixture.writer, workload, nodes)
         if plan.rate is not None:
             outcome.latencies.append(
                 await run_latency(

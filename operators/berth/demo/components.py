@@ -44,15 +44,21 @@ class Components:
     def _pidfile(self) -> Path:
         return self.state / "processes.json"
 
-    def start(self, scheduler_config: Path, say: Callable[[str], None]) -> None:
+    def start(
+        self, scheduler_config: Path, descheduler_config: Path, say: Callable[[str], None]
+    ) -> None:
         """``berth run`` until it is ready (informers synced), then the agent."""
         port = _free_port()
         self.scheduler_url = f"http://127.0.0.1:{port}"
-        say(f"starting berth run (scheduler and operators) here; log in {self._log('run')}")
+        say(
+            "starting berth run (scheduler, operators and descheduler) here; "
+            f"log in {self._log('run')}"
+        )
         self._spawn(
             "run",
             "run",
             f"--config={scheduler_config}",
+            f"--descheduler-config={descheduler_config}",
             f"--health-address=127.0.0.1:{port}",
         )
         self._wait_ready(port)

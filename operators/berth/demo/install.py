@@ -1,6 +1,7 @@
-"""Installing Berth on the local cluster as the README says, plus the two settings the demo
-changes: the agent's node reports every few seconds instead of every minute, and the
-controller, running here as one process, does without leader election."""
+"""Installing Berth on the local cluster as the README says, plus the settings the demo
+changes: the agent's node reports every few seconds instead of every minute, the
+controller, running here as one process, does without leader election, and the
+descheduler balances the migration story's nodes every few seconds."""
 
 from __future__ import annotations
 
@@ -83,3 +84,32 @@ def local_scheduler_config(directory: Path) -> Path:
     path = directory / "scheduler-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+BALANCED_LABEL = "berth.dev/demo-balanced"
+"""Nodes the demo's descheduler balances: the migration story's, and no other story's."""
+DESCHEDULING_SECONDS = 2
+
+
+def local_descheduler_config(directory: Path) -> Path:
+    """The installed descheduler configuration, every few seconds instead of every minute,
+    acting on the first hot report rather than the fifth, on ``BALANCED_LABEL`` nodes."""
+    configmap = yaml.safe_load((MANIFESTS / "descheduler-config.yaml").read_text())
+    config = yaml.safe_load(configmap["data"]["descheduler-config.yaml"])
+    config["deschedulingInterval"] = f"{DESCHEDULING_SECONDS}s"
+    for plugin in config["profiles"][0]["pluginConfig"]:
+        if plugin["name"] == "LowNodeLoad":
+            plugin["args"]["nodeSelector"] = {"matchLabels": {BALANCED_LABEL: "true"}}
+            plugin["args"]["anomalyCondition"] = {"consecutiveAbnormalities": 1}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "descheduler-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def high_thresholds() -> dict[str, float]:
+    """LowNodeLoad's highThresholds as installed (percent of allocatable)."""
+    configmap = yaml.safe_load((MANIFESTS / "descheduler-config.yaml").read_text())
+    config = yaml.safe_load(configmap["data"]["descheduler-config.yaml"])
+    plugin = next(p for p in config["profiles"][0]["pluginConfig"] if p["name"] == "LowNodeLoad")
+    return {k: float(v) for k, v in plugin["args"]["highThresholds"].items()}

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from berth.demo.components import Components, DemoError
 from berth.demo.console import Console, StoryFailed
-from berth.demo.install import install, local_scheduler_config, report_often
+from berth.demo.install import (
+    install,
+    local_descheduler_config,
+    local_scheduler_config,
+    report_often,
+)
 from berth.demo.stories import STORIES
 from berth.demo.story import Context, Story
 from berth.demo.suite import run_suite
@@ -48,7 +53,7 @@ def demo(options: DemoOptions, say: Callable[[str], None]) -> int:
         cluster.up(nodes=options.nodes, say=say)
         install(console, say)
         report_often(console, nodes[0], say)
-        components.start(local_scheduler_config(state), say)
+        components.start(local_scheduler_config(state), local_descheduler_config(state), say)
         # `kubectl berth` is the plugin installed beside berth: kubectl finds it on PATH.
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         context = Context(console, say, nodes, components.scheduler_url)

@@ -9,7 +9,7 @@ thresholds: the descheduler never moves more load than the idle nodes can take.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -24,6 +24,7 @@ __all__ = [
     "is_idle",
     "observe",
     "plan",
+    "usage_now",
 ]
 
 PROD_PRIORITY = "koord-prod"
@@ -68,6 +69,27 @@ class NodeLoad:
         """Weighted mean usage percentage: the hottest node is emptied first."""
         total = sum(weights.values()) or 1
         return sum(self.percent(r) * w for r, w in weights.items()) / total
+
+
+def usage_now(
+    reported: Mapping[str, int],
+    pods_reported: Mapping[tuple[str, str], Mapping[str, int]],
+    staying: Collection[tuple[str, str]],
+) -> dict[str, int]:
+    """The node's reported usage less what its report counts for pods not staying on it.
+
+    Pods not staying are those leaving (a migration running, a deletion under way) and
+    those gone since the report was taken. A report written just before a migration ended
+    still counts the pod that left; taken as it is, the node would look as hot as before
+    and the next round would move more pods off it than it needs.
+    """
+    usage = dict(reported)
+    for key, pod_usage in pods_reported.items():
+        if key in staying:
+            continue
+        for resource, value in pod_usage.items():
+            usage[resource] = max(0, usage.get(resource, 0) - value)
+    return usage
 
 
 def _above(node: NodeLoad, usage: Mapping[str, int], thresholds: Thresholds) -> list[str]:

@@ -33,11 +33,13 @@ from berth.descheduler.balance import (
     is_idle,
     observe,
     plan,
+    usage_now,
 )
 from berth.descheduler.config import DeschedulerSettings
 from berth.descheduler.fit import fits
 from berth.descheduler.lownodeload import LowNodeLoadArgs, Pool
 from berth.kube.client import succeeded
+from berth.kube.write import POD_MIGRATION_JOB, ApiWriter
 from berth.migration.filters import refusal
 from berth.podresources import pod_requests, resource_list
 from berth.podstate import holds_capacity
@@ -70,6 +72,7 @@ class Balancer:
         self.settings = settings
         self.core: Any = CoreV1Api(api)
         self.custom: Any = CustomObjectsApi(api)
+        self.writer = ApiWriter(api)
         self.detectors: dict[tuple[str, str], Detector] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -141,29 +144,38 @@ class Balancer:
         if age > timedelta(seconds=self.args.node_metric_expiration_seconds):
             return None
         usage_map = status.node_metric.node_usage
-        usage = resource_list(usage_map.resources if usage_map else None)
-        reported = {(p.namespace or "", p.name or ""): p for p in status.pods_metric or ()}
-        loads: list[PodLoad] = []
-        for pod in pods:
-            key = _key(pod)
-            info = reported.get(key)
-            pod_usage = resource_list(
-                info.pod_usage.resources if info is not None and info.pod_usage else None
+        reported = {
+            (p.namespace or "", p.name or ""): resource_list(
+                p.pod_usage.resources if p.pod_usage else None
             )
-            if key in moving:
-                for resource, value in pod_usage.items():  # already leaving
-                    usage[resource] = max(0, usage.get(resource, 0) - value)
-                continue
-            loads.append(
-                PodLoad(
-                    namespace=key[0],
-                    name=key[1],
-                    usage=pod_usage,
-                    priority=int((pod.get("spec") or {}).get("priority") or 0),
-                    prod=info is not None and info.priority == PROD_PRIORITY,
-                    movable=self._movable(pod),
-                )
+            for p in status.pods_metric or ()
+        }
+        staying = [
+            pod
+            for pod in pods
+            if _key(pod) not in moving and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        ]
+        usage = usage_now(
+            resource_list(usage_map.resources if usage_map else None),
+            reported,
+            {_key(pod) for pod in staying},
+        )
+        prod = {
+            (p.namespace or "", p.name or "")
+            for p in status.pods_metric or ()
+            if p.priority == PROD_PRIORITY
+        }
+        loads = [
+            PodLoad(
+                namespace=_key(pod)[0],
+                name=_key(pod)[1],
+                usage=reported.get(_key(pod), {}),
+                priority=int((pod.get("spec") or {}).get("priority") or 0),
+                prod=_key(pod) in prod,
+                movable=self._movable(pod),
             )
+            for pod in staying
+        ]
         allocatable = resource_list((node.get("status") or {}).get("allocatable"))
         return NodeLoad(str(node["metadata"]["name"]), allocatable, usage, tuple(loads))
 
@@ -265,13 +277,7 @@ class Balancer:
                 "ttl": migration.default_job_ttl,
             },
         }
-        made = json.loads(
-            await succeeded(
-                self.custom.create_cluster_custom_object(
-                    GROUP, VERSION, "podmigrationjobs", body, _preload_content=False
-                )
-            )
-        )
+        made = await self.writer.create(POD_MIGRATION_JOB, body)
         logger.info(
             "migrating pod off hot node",
             namespace=meta["namespace"],

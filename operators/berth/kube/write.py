@@ -20,7 +20,7 @@ import orjson
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.api import elasticquota, nodemetric, reservation
+from berth.api import elasticquota, nodemetric, podmigrationjob, reservation
 from berth.api.resource import CustomResource
 from berth.kube.client import succeeded
 
@@ -31,6 +31,7 @@ __all__ = [
     "NODE",
     "NODE_METRIC",
     "POD",
+    "POD_MIGRATION_JOB",
     "RESERVATION",
     "STRATEGIC",
     "ApiWriter",
@@ -87,6 +88,7 @@ EVENT: Final = Kind("", "v1", "events", namespaced=True)
 RESERVATION: Final = Kind.of(reservation.CRD)
 ELASTIC_QUOTA: Final = Kind.of(elasticquota.CRD)
 NODE_METRIC: Final = Kind.of(nodemetric.CRD)
+POD_MIGRATION_JOB: Final = Kind.of(podmigrationjob.CRD)
 
 
 class Stale(ApiException):
@@ -144,8 +146,12 @@ class ApiWriter:
         *,
         namespace: str | None = None,
         content_type: str = MERGE,
-    ) -> None:
-        await self._send("PATCH", kind.path(namespace, name), body, content_type)
+    ) -> dict[str, Any]:
+        """The object as the API server stored it after the patch."""
+        patched: dict[str, Any] = orjson.loads(
+            await self._send("PATCH", kind.path(namespace, name), body, content_type)
+        )
+        return patched
 
     async def patch_status(
         self,
@@ -156,8 +162,8 @@ class ApiWriter:
         namespace: str | None = None,
         resource_version: str | None = None,
         content_type: str = MERGE,
-    ) -> None:
-        """Patch the status subresource with ``status``.
+    ) -> dict[str, Any]:
+        """Patch the status subresource with ``status``; the object as stored after it.
 
         With ``resource_version``, the API server refuses (:class:`Conflict`) a write to an
         object changed since that version: the decision was made from an older state.
@@ -165,7 +171,9 @@ class ApiWriter:
         body: dict[str, Any] = {"status": status}
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
-        await self._send("PATCH", kind.path(namespace, name, "status"), body, content_type)
+        path = kind.path(namespace, name, "status")
+        patched: dict[str, Any] = orjson.loads(await self._send("PATCH", path, body, content_type))
+        return patched
 
     async def delete(
         self,

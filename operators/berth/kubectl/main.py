@@ -19,7 +19,7 @@ import yaml
 
 from berth.api.elasticquota import GROUP as QUOTA_GROUP
 from berth.api.elasticquota import VERSION as QUOTA_VERSION
-from berth.kubectl import tables, why
+from berth.kubectl import tables, treeview, why
 from berth.kubectl.client import (
     DEFAULT_SCHEDULER_SERVICE,
     Cluster,
@@ -66,6 +66,13 @@ def parser() -> argparse.ArgumentParser:
     quota = commands.add_parser(
         "quota", parents=[common], help="ElasticQuotas with used, min and max"
     )
+    quota.add_argument(
+        "view",
+        nargs="?",
+        choices=("tree",),
+        help="tree: the whole quota tree (all namespaces) with min, max, request, runtime, "
+        "used, borrowed and lent",
+    )
     quota.add_argument("-A", "--all-namespaces", action="store_true")
     held = commands.add_parser(
         "reservations", parents=[common], help="what reservations hold, where and for whom"
@@ -97,6 +104,8 @@ async def run(options: argparse.Namespace) -> str:
         namespace = options.namespace or default_namespace(options.kubeconfig, options.context)
         if options.command == "why":
             return await run_why(cluster, namespace, options.pod, options.output)
+        if options.command == "quota" and options.view == "tree":
+            return await run_quota_tree(cluster, options.output)
         if options.command == "quota":
             scope = None if options.all_namespaces else namespace
             return await run_quota(cluster, scope, options.output)
@@ -127,6 +136,14 @@ async def run_quota(cluster: Cluster, namespace: str | None, output: str) -> str
     if not rows:
         return "No ElasticQuotas found" + (f" in namespace {namespace}." if namespace else ".")
     return tables.columns(rows, tables.QUOTA_HEADERS)
+
+
+async def run_quota_tree(cluster: Cluster, output: str) -> str:
+    quotas = await cluster.objects(QUOTA_GROUP, QUOTA_VERSION, "elasticquotas")
+    if output == "json":
+        rows, refused = treeview.tree_rows(quotas)
+        return _json({"quotas": rows, "refused": refused})
+    return treeview.render(quotas)
 
 
 async def run_reservations(cluster: Cluster, node: str | None, output: str) -> str:

@@ -206,6 +206,12 @@ class LocalCluster:
                         "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
                         "--kube-api-qps=200",
                         "--kube-api-burst=400",
+                        # kwok renews every node's lease from one process; on a loaded
+                        # 2-core machine with a thousand nodes it falls behind, and with the
+                        # default grace (50 s) nodes would flap NotReady and be tainted.
+                        # Nothing here needs a node to go NotReady by silence: tests that
+                        # lose a node delete it.
+                        "--node-monitor-grace-period=180s",
                         "--v=1",
                     ],
                 )

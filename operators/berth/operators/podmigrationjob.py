@@ -1,9 +1,11 @@
 """PodMigrationJob operator: arbitration, reservation, eviction, following the replacement.
 
-The handlers only mark jobs; one worker takes marked and due jobs one at a time, reads what
-is true now (job, pod, reservation, replacement), asks :func:`berth.migration.steps.decide`
-for the next step and carries out at most one action. One job at a time keeps arbitration's
-counts exact: every count is read from the jobs themselves after the previous write.
+The handlers only mark jobs; the operators' worker (:mod:`berth.operators.worker`) takes
+marked and due jobs one at a time, and for each this module reads what is true now (job,
+pod, reservation, replacement), asks :func:`berth.migration.steps.decide` for the next step
+and carries out at most one action through the one write path (:class:`ApiWriter`). One job
+at a time keeps arbitration's counts exact: every count is read from the jobs themselves
+after the previous write.
 
 Nothing lives only in memory (except the eviction rate bucket and retry times): a restart
 reads the same facts and takes the same step. Every write carries the resourceVersion it
@@ -12,12 +14,11 @@ was decided from; a 409 means the job changed meanwhile and its watch event brin
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
 from collections.abc import Awaitable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import kopf
@@ -35,8 +36,8 @@ from berth.api.podmigrationjob import (
 )
 from berth.api.reservation import GROUP, VERSION, Reservation
 from berth.kube.client import api_client, succeeded
-from berth.kube.events import event_body, post_event
-from berth.kube.write import ApiWriter
+from berth.kube.events import record
+from berth.kube.write import POD, POD_MIGRATION_JOB, RESERVATION, ApiWriter, api_message
 from berth.migration.arbitration import Passed, Workload, hold, passed_annotations, passed_of
 from berth.migration.args import MigrationControllerArgs
 from berth.migration.filters import controller_of, refusal
@@ -44,7 +45,6 @@ from berth.migration.metrics import MigrationMetrics
 from berth.migration.ratelimit import TokenBucket
 from berth.migration.reservation import JOB_LABEL, owned_by, reservation_for
 from berth.migration.steps import (
-    RECHECK,
     RETRY_EVICTION,
     Action,
     Facts,
@@ -58,15 +58,15 @@ from berth.migration.steps import (
     started,
 )
 from berth.operators.registry import REGISTRY
+from berth.operators.worker import Worker
 from berth.reservation.lifecycle import Event
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 
 PLURAL: Final = "podmigrationjobs"
 RESERVATIONS: Final = "reservations"
-MERGE: Final = "application/merge-patch+json"
 COMPONENT: Final = "berth-migration-operator"
-EVENT_NAMESPACE: Final = "default"
-RETRY: Final = timedelta(seconds=5)
+LOOK_AGAIN: Final = timedelta(seconds=5)
+"""How soon a running job whose step names no recheck is decided again."""
 REPLICAS_PLURALS: Final = {
     ("apps", "ReplicaSet"): "replicasets",
     ("apps", "StatefulSet"): "statefulsets",
@@ -91,15 +91,8 @@ async def _read(call: Awaitable[Any]) -> Json | None:
     return found
 
 
-def _api_message(err: ApiException) -> str:
-    try:
-        return str(json.loads(err.body or b"{}").get("message") or err.reason)
-    except ValueError:
-        return str(err.reason)
-
-
 class Migrations:
-    """The worker: marked and due jobs, stepped one at a time."""
+    """Decides one job at a time for the :class:`Worker`, and carries out its step."""
 
     def __init__(
         self, api: ApiClient, args: MigrationControllerArgs, metrics: MigrationMetrics | None
@@ -112,60 +105,8 @@ class Migrations:
         self.scheduling: Any = SchedulingV1Api(api)
         self.writer = ApiWriter(api)
         self.evictions = TokenBucket(args.evict_qps, args.evict_burst)
-        self._marked: set[str] = set()
-        self._due: dict[str, datetime] = {}
         self._evict_after: dict[str, datetime] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    def mark(self, name: str) -> None:
-        self._marked.add(name)
-        self._wake.set()
-
-    def _later(self, name: str, after: timedelta) -> None:
-        at = datetime.now(UTC) + after
-        self._due[name] = min(self._due.get(name, at), at)
-
-    async def _run(self) -> None:
-        while True:
-            await self._sleep()
-            now = datetime.now(UTC)
-            names = self._marked | {name for name, at in self._due.items() if at <= now}
-            self._marked = set()
-            for name in sorted(names):
-                self._due.pop(name, None)
-                await self._step_safely(name)
-
-    async def _sleep(self) -> None:
-        timeout = None
-        if self._due:
-            timeout = max(0.0, (min(self._due.values()) - datetime.now(UTC)).total_seconds())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        self._wake.clear()
-
-    async def _step_safely(self, name: str) -> None:
-        try:
-            await self.step(name)
-        except ApiException as err:
-            if err.status in (404, 409):
-                logger.debug("job changed meanwhile", name=name, status=err.status)
-                self._later(name, RECHECK)
-                return
-            logger.warning("job step failed; retrying", name=name, status=err.status)
-            self._later(name, RETRY)
-        except Exception:
-            # One bad job must never stop the worker for all the others.
-            logger.exception("job step failed; retrying", name=name)
-            self._later(name, RETRY)
+        self.worker = Worker("podmigrationjob", self.reconcile)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -224,11 +165,12 @@ class Migrations:
 
     # --- one step --------------------------------------------------------------------------
 
-    async def step(self, name: str) -> None:
+    async def reconcile(self, name: str) -> datetime | None:
+        """One step of the job; when to decide it again (``None``: it has ended)."""
         job = await self._job(name)
         if job is None:
             self._evict_after.pop(name, None)
-            return
+            return None
         pod = await self._pod(job)
         reservation, owned = await self._reservation(job)
         replacement = None
@@ -237,23 +179,29 @@ class Migrations:
             and job.condition(PodMigrationJobConditionType.EVICTION) is not None
         ):
             replacement = await self._replacement(job, reservation)
-        now = datetime.now(UTC)
+        now = self.worker.clock()
         decision = decide(Facts(job, now, pod, reservation, owned, replacement))
         if decision.status is not None:
             job = await self._write_status(job, decision.status, decision.events)
+        sooner = None
         if decision.action == Action.ARBITRATE and pod is not None:
             await self._arbitrate(job, pod, now)
         elif decision.action == Action.CREATE_RESERVATION and pod is not None:
             await self._create_reservation(job, pod, now)
         elif decision.action == Action.EVICT and pod is not None:
-            await self._evict(job, pod, reservation if owned else None, now)
+            sooner = await self._evict(job, pod, reservation if owned else None, now)
         elif decision.action == Action.RELEASE and reservation is not None:
             await self._release(job, reservation)
-        if job.phase not in TERMINAL_PHASES:
-            self._later(name, decision.recheck or RETRY)
-            deadline = job.deadline()
-            if deadline is not None:
-                self._due[name] = min(self._due[name], max(deadline, now))
+        if job.phase in TERMINAL_PHASES:
+            self._evict_after.pop(name, None)
+            return None
+        due = [now + (decision.recheck or LOOK_AGAIN)]
+        deadline = job.deadline()
+        if deadline is not None:
+            due.append(max(deadline, now))
+        if sooner is not None:
+            due.append(sooner)
+        return min(due)
 
     async def _write_status(
         self, job: PodMigrationJob, status: Json, events: list[Event]
@@ -264,13 +212,10 @@ class Migrations:
         # a field the new status drops (a reason that no longer holds) is deleted by null.
         patch: dict[str, Any] = {key: None for key in before if key not in status}
         patch.update(status)
-        body = {"metadata": {"resourceVersion": meta.resource_version}, "status": patch}
-        raw = await succeeded(
-            self.custom.patch_cluster_custom_object_status(
-                GROUP, VERSION, PLURAL, meta.name, body, _content_type=MERGE, _preload_content=False
-            )
+        stored = await self.writer.patch_status(
+            POD_MIGRATION_JOB, meta.name or "", patch, resource_version=meta.resource_version
         )
-        updated = PodMigrationJob.from_dict(json.loads(raw))
+        updated = PodMigrationJob.from_dict(stored)
         pod = job.spec.pod_ref
         logger.info(
             "migration job status updated",
@@ -282,8 +227,7 @@ class Migrations:
             message=status.get("message"),
         )
         self._count(job, updated)
-        for event in events:
-            await self._record(updated, event)
+        await record(self.writer, updated, events, component=COMPONENT)
         return updated
 
     def _count(self, before: PodMigrationJob, after: PodMigrationJob) -> None:
@@ -297,24 +241,6 @@ class Migrations:
         elif after.phase == PodMigrationJobPhase.FAILED:
             reason = after.status.reason if after.status else None
             self.metrics.failed.labels(reason=reason or "Unknown").inc()
-
-    async def _record(self, job: PodMigrationJob, event: Event) -> None:
-        meta = job.metadata
-        involved = {
-            "apiVersion": job.api_version,
-            "kind": job.kind,
-            "name": meta.name,
-            "uid": meta.uid,
-        }
-        body = event_body(
-            involved,
-            EVENT_NAMESPACE,
-            event.reason,
-            event.message,
-            warning=event.warning,
-            component=COMPONENT,
-        )
-        await post_event(self.writer, body)
 
     # --- arbitration -----------------------------------------------------------------------
 
@@ -352,18 +278,8 @@ class Migrations:
                 "annotations": passed_annotations(candidate),
             }
         }
-        raw = await succeeded(
-            self.custom.patch_cluster_custom_object(
-                GROUP,
-                VERSION,
-                PLURAL,
-                job.metadata.name,
-                patch,
-                _content_type=MERGE,
-                _preload_content=False,
-            )
-        )
-        job = PodMigrationJob.from_dict(json.loads(raw))
+        stored = await self.writer.patch(POD_MIGRATION_JOB, job.metadata.name or "", patch)
+        job = PodMigrationJob.from_dict(stored)
         await self._write_status(job, started(job), [])
 
     async def _threshold_priority(self) -> int | None:
@@ -433,12 +349,7 @@ class Migrations:
         body = reservation_for(job, pod)
         name = body["metadata"]["name"]
         try:
-            raw = await succeeded(
-                self.custom.create_cluster_custom_object(
-                    GROUP, VERSION, RESERVATIONS, body, _preload_content=False
-                )
-            )
-            made: Json = json.loads(raw)
+            made = await self.writer.create(RESERVATION, body)
         except ApiException as err:
             existing = None
             if err.status == 409:
@@ -449,7 +360,7 @@ class Migrations:
                 )
             if existing is None or not owned_by(existing, job):
                 # Reported, and tried again until the job's ttl runs out (as Koordinator).
-                status, event = reservation_not_created(job, _api_message(err), now)
+                status, event = reservation_not_created(job, api_message(err), now)
                 await self._write_status(job, status, [event])
                 return
             made = existing  # made before a restart: adopted
@@ -464,18 +375,8 @@ class Migrations:
             "metadata": {"resourceVersion": job.metadata.resource_version},
             "spec": {"reservationOptions": {"reservationRef": ref}},
         }
-        raw = await succeeded(
-            self.custom.patch_cluster_custom_object(
-                GROUP,
-                VERSION,
-                PLURAL,
-                job.metadata.name,
-                patch,
-                _content_type=MERGE,
-                _preload_content=False,
-            )
-        )
-        job = PodMigrationJob.from_dict(json.loads(raw))
+        stored = await self.writer.patch(POD_MIGRATION_JOB, job.metadata.name or "", patch)
+        job = PodMigrationJob.from_dict(stored)
         status, event = reservation_created(job, meta["name"], now)
         await self._write_status(job, status, [event])
 
@@ -484,31 +385,20 @@ class Migrations:
         if bool(reservation.spec.unschedulable) != open_:
             return
         patch = {"spec": {"unschedulable": not open_}}
-        await succeeded(
-            self.custom.patch_cluster_custom_object(
-                GROUP,
-                VERSION,
-                RESERVATIONS,
-                reservation.metadata.name,
-                patch,
-                _content_type=MERGE,
-                _preload_content=False,
-            )
-        )
+        await self.writer.patch(RESERVATION, reservation.metadata.name or "", patch)
         reservation.spec.unschedulable = not open_
 
     async def _evict(
         self, job: PodMigrationJob, pod: Json, reservation: Reservation | None, now: datetime
-    ) -> None:
+    ) -> datetime | None:
+        """Ask for the eviction; when to try again, if it must wait (a refusal, the rate)."""
         name = job.metadata.name or ""
         not_before = self._evict_after.get(name)
         if not_before is not None and now < not_before:
-            self._due[name] = not_before
-            return
+            return not_before
         wait = self.evictions.take(time.monotonic())
         if wait > 0:
-            self._later(name, timedelta(seconds=wait))
-            return
+            return now + timedelta(seconds=wait)
         meta = pod["metadata"]
         options = job.spec.delete_options.to_dict() if job.spec.delete_options else {}
         options["preconditions"] = {"uid": meta["uid"]}
@@ -528,19 +418,17 @@ class Migrations:
             status, event = eviction_requested(job, now)
             job = await self._write_status(job, status, [event])
         try:
-            await succeeded(
-                self.core.create_namespaced_pod_eviction(
-                    meta["name"], meta["namespace"], body, _preload_content=False
-                )
+            await self.writer.create_subresource(
+                POD, meta["name"], "eviction", body, namespace=meta["namespace"]
             )
         except ApiException as err:
             if err.status == 404:
-                return  # gone meanwhile: the next step sees it
+                return None  # gone meanwhile: the next step sees it
             # 429 is a PodDisruptionBudget saying no: reported, tried again, never deleted.
             if reservation is not None:
                 await self._open(reservation, False)
             self._evict_after[name] = now + RETRY_EVICTION
-            status, event = eviction_refused(job, _api_message(err), now)
+            status, event = eviction_refused(job, api_message(err), now)
             if status != (job.status.to_dict() if job.status else {}):
                 await self._write_status(job, status, [event])
             logger.info(
@@ -550,21 +438,17 @@ class Migrations:
                 pod=meta["name"],
                 status=err.status,
             )
-            return
+            return self._evict_after[name]
         self._evict_after.pop(name, None)
         if retry:
             status, event = eviction_requested(job, now)
             await self._write_status(job, status, [event])
+        return None
 
     async def _release(self, job: PodMigrationJob, reservation: Reservation) -> None:
         meta = reservation.metadata
-        options = {"preconditions": {"uid": meta.uid}}
         with contextlib.suppress(ApiException):
-            await succeeded(
-                self.custom.delete_cluster_custom_object(
-                    GROUP, VERSION, RESERVATIONS, meta.name, body=options, _preload_content=False
-                )
-            )
+            await self.writer.delete(RESERVATION, meta.name or "", uid=meta.uid)
             logger.info("reservation released", name=job.metadata.name, reservation=meta.name)
 
 
@@ -587,7 +471,7 @@ async def start_migrations(memo: kopf.Memo, **_: Any) -> None:
     args: MigrationControllerArgs = memo.get("migration_args") or MigrationControllerArgs()
     state = Migrations(api_client(memo.configuration), args, metrics)
     memo.migrations = state
-    state.start()
+    state.worker.start()
     logger.info("migration operator started")
 
 
@@ -595,15 +479,15 @@ async def start_migrations(memo: kopf.Memo, **_: Any) -> None:
 async def stop_migrations(memo: kopf.Memo, **_: Any) -> None:
     state: Migrations | None = memo.get("migrations")
     if state is not None:
-        await state.stop()
+        await state.worker.stop()
         await state.api.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
 async def migration_job_event(name: str, memo: Any, **_: Any) -> None:
-    memo.migrations.mark(name)
+    memo.migrations.worker.mark(name)
 
 
 @kopf.on.event(GROUP, VERSION, RESERVATIONS, labels={JOB_LABEL: kopf.PRESENT}, registry=REGISTRY)
 async def migration_reservation_event(labels: kopf.Labels, memo: Any, **_: Any) -> None:
-    memo.migrations.mark(labels[JOB_LABEL])
+    memo.migrations.worker.mark(labels[JOB_LABEL])

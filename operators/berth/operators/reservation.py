@@ -27,7 +27,7 @@ from berth import log
 from berth.api.duration import DurationError, format_duration
 from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, Reservation
 from berth.kube.client import api_client
-from berth.kube.events import event_body, post_event
+from berth.kube.events import record
 from berth.kube.write import NODE, RESERVATION, ApiWriter
 from berth.operators.registry import REGISTRY
 from berth.operators.worker import Worker
@@ -37,7 +37,6 @@ from berth.reservation.owners import ALLOCATED_ANNOTATION, OwnerPod, owner_pod, 
 
 PLURAL: Final = "reservations"
 COMPONENT: Final = "berth-reservation-operator"
-EVENT_NAMESPACE: Final = "default"
 
 logger = log.get(__name__)
 
@@ -128,8 +127,7 @@ class Reservations:
         version = reservation.metadata.resource_version
         await self.writer.patch_status(RESERVATION, name, status, resource_version=version)
         logger.info("reservation status updated", name=name, status=status)
-        for event in events:
-            await self._record(reservation, event)
+        await record(self.writer, reservation, events, component=COMPONENT)
 
     async def _delete(self, name: str, reservation: Reservation, why: str) -> None:
         meta = reservation.metadata
@@ -137,24 +135,6 @@ class Reservations:
             RESERVATION, name, uid=meta.uid, resource_version=meta.resource_version
         )
         logger.info("reservation deleted", name=name, phase=reservation.phase, why=why)
-
-    async def _record(self, reservation: Reservation, event: Event) -> None:
-        meta = reservation.metadata
-        involved = {
-            "apiVersion": reservation.api_version,
-            "kind": reservation.kind,
-            "name": meta.name,
-            "uid": meta.uid,
-        }
-        body = event_body(
-            involved,
-            EVENT_NAMESPACE,
-            event.reason,
-            event.message,
-            warning=event.warning,
-            component=COMPONENT,
-        )
-        await post_event(self.writer, body)
 
 
 @kopf.on.startup(registry=REGISTRY)

@@ -69,7 +69,8 @@ class SchedulerMetrics:
         )
         self.attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Seconds one scheduling attempt took, filtering and scoring through binding.",
+            "Seconds one scheduling attempt took: filtering, scoring, assume and reserve (the "
+            "binding runs after it, in its own task).",
             ["result", "profile"],
             buckets=ATTEMPT_BUCKETS,
             registry=self.registry,

@@ -191,6 +191,16 @@ def _check_folded(framework: Framework, point: str, custom: PluginSet, where: st
         )
 
 
+def profile_plugins(profile: Profile) -> tuple[str, ...]:
+    """The plugins a profile runs at multiPoint, in order, the queue sort first: what a
+    benchmark prints beside the figures it measured with them."""
+    where = f"profile {profile.scheduler_name!r} multiPoint"
+    return (
+        QUEUE_SORT,
+        *(ref.name for ref in _merge(list(DEFAULTS), profile.plugins.multi_point, where)),
+    )
+
+
 def build(
     profile: Profile,
     view: ClusterView,

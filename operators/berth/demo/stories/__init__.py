@@ -3,6 +3,7 @@
 from berth.demo.stories import (
     burst,
     expiry,
+    migration,
     preemptor_reservation,
     quota,
     quota_tree,
@@ -20,6 +21,7 @@ STORIES: tuple[Story, ...] = (
     expiry.STORY,
     preemptor_reservation.STORY,
     why_pending.STORY,
+    migration.STORY,
     quota_tree.STORY,
 )
 

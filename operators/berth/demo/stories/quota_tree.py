@@ -116,4 +116,4 @@ def _settle(
     eventually("the teams' pods and quotas settled", steady, timeout)
 
 
-STORY = Story("h", "a quota tree: sharing by weight, borrowing given back (two teams)", play)
+STORY = Story("i", "a quota tree: sharing by weight, borrowing given back (two teams)", play)

@@ -40,7 +40,10 @@ class ReclaimPod:
 
 
 def protected(tree: QuotaTree, pod: ReclaimPod, now: float) -> str | None:
-    """Why the pod may never be reclaimed now, or None."""
+    """Why the pod may never be reclaimed now, or None. A pod already terminating is never
+    protected: it is leaving anyway, and reclaim counts its room without evicting it."""
+    if pod.terminating:
+        return None
     if not pod.preemptible:
         return "non-preemptible"
     node = tree.quotas.get(pod.quota)

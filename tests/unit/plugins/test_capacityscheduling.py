@@ -504,3 +504,13 @@ def test_tree_reclaim_reads_victims_as_the_watch_shows_them_now() -> None:
         raw["status"]["startTime"] = "2024-01-01T00:00:00Z"
         env.events.on_pod("MODIFIED", raw)
     assert len(tree_victims(env, gpu_pod("b2", "team-b"))) == 1
+
+
+def test_an_earlier_reclaims_victim_still_terminating_is_counted_not_evicted_again() -> None:
+    """a3 was evicted by an earlier reclaim and still holds its GPU on n1: the dry run may
+    count that room (what it frees is held elsewhere), so no second pod goes for it."""
+    env = on_n1(*({"priority": p, "deleting": i == 3} for i, p in enumerate([5, 1, 1, 10, 7])))
+    plugin = capacity(env)
+    plugin.evicted(info(gpu_pod("a3", "team-a", node_name="n1", deleting=True)))
+    assert "uid-team-a-a3" not in plugin.ledger.pods
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == ["a3"]

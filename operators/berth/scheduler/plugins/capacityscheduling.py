@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -555,26 +555,31 @@ class TreeVictims:
         self.now = time.time()
 
     def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
-        on_node = {
-            other.uid: other
-            for other in self.plugin.handle.view.nodes.pods[row].values()
-            if other.uid in self.plugin.ledger.pods
-        }
-        found = [p for p in map(self._reclaim_pod, on_node.values()) if p is not None]
+        """Pods it may take, as the watch shows them now (the node table keeps pods as
+        counted at binding, before they started or began terminating). Pods already
+        terminating (an earlier reclaim's victims among them) are offered too: they still
+        hold their room on the node while what they free is held for someone else, so the
+        dry run counts that room once; they are not evicted again."""
+        view = self.plugin.handle.view
+        on_node = {}
+        for counted in view.nodes.pods[row].values():
+            other = view.pods.get(counted.uid, counted)
+            if other.uid in self.plugin.ledger.pods or other.deleting:
+                on_node[other.uid] = other
+        found = []
+        for other in on_node.values():
+            facts = self.plugin.reclaim_pod(other)
+            if facts is not None:
+                found.append(replace(facts, bound=True))
         chosen = reclaimable(
             self.tree, self.state, self.demand.quota, self.request, found, self.now
         )
         return [on_node[p.key] for p in chosen]
 
-    def _reclaim_pod(self, counted: PodInfo) -> ReclaimPod | None:
-        """A pod counted on a node, with what the watch says of it now: the node table keeps
-        the pod as it was counted (at binding, before it started or began terminating)."""
-        return self.plugin.reclaim_pod(self.plugin.handle.view.pods.get(counted.uid, counted))
-
     def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
         """The reverse of the eviction order: the pods to evict first are given back last."""
         by_uid = {v.uid: v for v in victims}
-        found = [p for p in map(self._reclaim_pod, victims) if p is not None]
+        found = [p for p in map(self.plugin.reclaim_pod, victims) if p is not None]
         order = eviction_order(self.tree, self.demand.quota, found, self.now)
         return [by_uid[p.key] for p in reversed(order)]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,17 @@ class Walkthrough:
             )
 
     async def apply_workloads(
-        self, name: str, teams: tuple[str, ...] = ("team-a", "team-b")
+        self, name: str, teams: tuple[str, ...] = ("team-a", "team-b"), cpu: str | None = None
     ) -> None:
+        """The example's Deployments of ``teams``; ``cpu`` adds a cpu request to each pod."""
         for doc in documents(name):
             if doc["metadata"]["namespace"] not in teams:
                 continue
             doc["metadata"]["namespace"] = namespace = self.namespaces[doc["metadata"]["namespace"]]
             doc["spec"]["template"]["spec"]["schedulerName"] = self.scheduler
+            if cpu is not None:
+                for container in doc["spec"]["template"]["spec"]["containers"]:
+                    container["resources"].setdefault("requests", {})["cpu"] = cpu
             await AppsV1Api(self.api).create_namespaced_deployment(namespace, doc)
 
     async def scale(self, team: str, replicas: int) -> None:
@@ -319,6 +324,85 @@ async def test_borrowed_capacity_comes_back_through_reservations(
     )
     core = CoreV1Api(tree.api)
     held = await core.list_namespaced_event(
+        tree.namespaces["team-b"], field_selector="reason=ReservedForPreemption"
+    )
+    assert held.items, "no Reservation held what the reclaim freed"
+
+
+async def test_the_quota_using_least_of_its_runtime_goes_first(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    """Each pod asks 16 cpus as well: the nodes (32 cpus each) take 4 pods, fewer than the
+    teams' runtimes (3 and 5) admit, so the queue's order decides who gets them. All 16 wait
+    before the scheduler starts, team-a's first: in arrival order team-a would take 3 and
+    team-b 1; ordered by dominant share (used / runtime) they alternate to 2 and 2."""
+    tree = walkthrough
+    await tree.apply_quotas()
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",), cpu="16")
+    await tree.settle({"team-a": (0, 8)})
+    await tree.apply_workloads("workloads.yaml", teams=("team-b",), cpu="16")
+    await tree.settle({"team-a": (0, 8), "team-b": (0, 8)})
+    berth.start()
+    await tree.settle({"team-a": (2, 6), "team-b": (2, 6)})
+    await tree.table(
+        {
+            "team-a": {"runtime": "3", "used": "2"},
+            "team-b": {"runtime": "5", "used": "2"},
+        }
+    )
+
+
+@pytest.fixture
+def berth_checking(
+    kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path
+) -> Iterator[BerthRun]:
+    """`berth run` with the walk-through's configuration and the periodic over-runtime
+    check every second."""
+    config = yaml.safe_load(CONFIG.read_text())
+    profile = config["profiles"][0]
+    profile["schedulerName"] = short(namespace)
+    profile["pluginConfig"].append(
+        {"name": "CapacityScheduling", "args": {"overRuntimeCheckInterval": "1s"}}
+    )
+    process = BerthRun.configured(kubeconfig_path, config, tmp_path)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def test_young_pods_are_kept_until_min_runtime_then_the_periodic_check_reclaims(
+    walkthrough: Walkthrough, berth_checking: BerthRun
+) -> None:
+    """team-a (min-runtime 25s) borrows all 8 GPUs; team-b's pods come at once and find
+    every victim too young. Once the 25 s have passed, no cluster event requeues them: the
+    periodic check does, and they reclaim (through reservations) to the runtime split."""
+    tree = walkthrough
+    min_runtime = 25.0
+    await tree.apply_quotas({"team-a": {"berth.io/min-runtime": f"{min_runtime:.0f}s"}})
+    berth_checking.start()
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    await tree.settle({"team-a": (8, 0)})
+    bound, _ = await tree.pods("team-a")
+    youngest = max(p.status.start_time.timestamp() for p in bound if p.status.start_time)
+    await tree.apply_workloads("workloads.yaml", teams=("team-b",))
+    await tree.settle({"team-b": (0, 8)})
+    message = await tree.waiting_message("team-b")
+    # The decision was made (refused, reclaim tried) while team-a's pods were young ...
+    assert "No preemption victims found for incoming pod" in message, message
+    assert time.time() - youngest < min_runtime, "too slow to see the pods while young"
+    bound, _ = await tree.pods("team-a")
+    assert len(bound) == 8, "a pod within its quota's min-runtime was reclaimed"
+    # ... and once they are older, the periodic check brings team-b's pods back to reclaim.
+    await tree.settle({"team-b": (5, 3)}, within=180)
+    await tree.settle({"team-a": (3, 5)})
+    assert time.time() - youngest >= min_runtime
+    events = await CoreV1Api(tree.api).list_namespaced_event(
+        tree.namespaces["team-a"], field_selector="reason=ReclaimRetry"
+    )
+    assert events.items, "the periodic over-runtime check did not retry team-b's pods"
+    assert tree.quota_name("team-a") in events.items[0].message
+    held = await CoreV1Api(tree.api).list_namespaced_event(
         tree.namespaces["team-b"], field_selector="reason=ReservedForPreemption"
     )
     assert held.items, "no Reservation held what the reclaim freed"

@@ -317,3 +317,54 @@ def test_counts_by_area(queue: SchedulingQueue) -> None:
     queue.add(pending("b"))
     queue.add(pending("c"), gated=True)
     assert queue.counts() == empty_counts(active=2, gated=1)
+
+
+async def test_among_equal_priorities_the_lowest_share_goes_first(clock: FakeClock) -> None:
+    """The fair share orders pods of equal priority; priority still comes first, and a pod
+    without a share (0) keeps its arrival order."""
+    shares = {"busy-quota": 0.9, "idle-quota": 0.1}
+    queue = SchedulingQueue(clock=clock, share=lambda p: shares.get(p.namespace, 0.0))
+    for p in [
+        info(pod("busy", "100m", namespace="busy-quota")),
+        info(pod("idle", "100m", namespace="idle-quota")),
+        info(pod("urgent-busy", "100m", namespace="busy-quota", priority=10)),
+    ]:
+        clock.advance(1)
+        queue.add(p)
+    assert [(await pop_now(queue)).name for _ in range(3)] == ["urgent-busy", "idle", "busy"]
+
+
+async def test_a_share_that_changed_is_read_again_before_popping(clock: FakeClock) -> None:
+    shares = {"a": 0.1, "b": 0.5}
+    queue = SchedulingQueue(clock=clock, share=lambda p: shares[p.namespace])
+    queue.add(info(pod("a-1", "100m", namespace="a")))
+    queue.add(info(pod("b-1", "100m", namespace="b")))
+    shares["a"] = 0.9  # a's first pod was placed meanwhile: a now uses most of its runtime
+    assert (await pop_now(queue)).name == "b-1"
+    assert (await pop_now(queue)).name == "a-1"
+
+
+async def test_without_shares_the_order_is_kube_schedulers(clock: FakeClock) -> None:
+    """Every pod at share 0 (no tree quota anywhere): the same order as with no share."""
+    pods = [pending(f"p{i}", priority=i % 3, created=i) for i in range(9)]
+    plain = SchedulingQueue(clock=clock)
+    shared = SchedulingQueue(clock=clock, share=lambda _p: 0.0)
+    for p in pods:
+        plain.add(p)
+        shared.add(p)
+    assert [(await pop_now(plain)).name for _ in pods] == [
+        (await pop_now(shared)).name for _ in pods
+    ]
+
+
+async def test_requeue_moves_only_the_named_unschedulable_pods(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    for name in ("a", "b"):
+        queue.add(pending(name))
+        queue.unschedulable(await pop_now(queue))
+    assert queue.is_unschedulable(pending("a").uid)
+    clock.advance(20)  # past the backoff
+    assert queue.requeue(frozenset({pending("a").uid, "unknown"})) == 1
+    assert (await pop_now(queue)).name == "a"
+    assert queue.counts() == empty_counts(unschedulable=1)

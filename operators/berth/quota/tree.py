@@ -13,7 +13,11 @@ quota of its namespace.
 Kueue's limits come as optional annotations under Berth's own prefix, resource lists like
 the shared weight: ``berth.io/lending-limit`` is the most of its unused min a quota lends
 (the rest it keeps even when idle; at most its min), ``berth.io/borrowing-limit`` the most
-it uses beyond its min. Either one also puts a quota in the tree.
+it uses beyond its min. Two more tune sharing and reclaim: ``berth.io/weight`` (a number,
+default 1) divides a quota's dominant resource share when quotas waiting for the same
+capacity are ordered (Kueue's fair-sharing weight), and ``berth.io/min-runtime`` (a Go
+duration) protects a pod of the quota younger than it from reclaim. Any of these also puts
+a quota in the tree.
 
 Koordinator quietly falls back to defaults on malformed values; here a value that cannot be
 read, or a key Berth does not honour, refuses the quota (or the pod) with a message naming
@@ -25,8 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
+from berth.api.duration import DurationError, parse_duration
 from berth.api.quantity import QuantityError
 from berth.podresources import Resources, resource_list
 from berth.quota.check import precedence
@@ -45,6 +51,9 @@ BERTH_PREFIX: Final = "berth.io/"
 ANNOTATION_LENDING_LIMIT: Final = BERTH_PREFIX + "lending-limit"
 ANNOTATION_BORROWING_LIMIT: Final = BERTH_PREFIX + "borrowing-limit"
 LIMIT_ANNOTATIONS: Final = (ANNOTATION_LENDING_LIMIT, ANNOTATION_BORROWING_LIMIT)
+ANNOTATION_WEIGHT: Final = BERTH_PREFIX + "weight"
+ANNOTATION_MIN_RUNTIME: Final = BERTH_PREFIX + "min-runtime"
+BERTH_ANNOTATIONS: Final = (*LIMIT_ANNOTATIONS, ANNOTATION_WEIGHT, ANNOTATION_MIN_RUNTIME)
 ROOT: Final = "koordinator-root-quota"
 """The implicit root: a quota without a ``parent`` label hangs from it."""
 
@@ -66,7 +75,7 @@ def is_tree_quota(obj: Mapping[str, Any]) -> bool:
     or one of Berth's limits)."""
     meta = obj.get("metadata") or {}
     keys = [*(meta.get("labels") or {}), *(meta.get("annotations") or {})]
-    return any(key.startswith(PREFIX) or key in LIMIT_ANNOTATIONS for key in keys)
+    return any(key.startswith(PREFIX) or key in BERTH_ANNOTATIONS for key in keys)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ class TreeQuota:
     namespaces: tuple[str, ...] = ()
     lending_limit: Resources = field(default_factory=dict)  # a resource not listed: all
     borrowing_limit: Resources = field(default_factory=dict)  # a resource not listed: to max
+    fair_weight: float = 1.0  # divides the dominant resource share in the queue's order
+    min_runtime: float = 0.0  # seconds a pod runs before it may be reclaimed
     created: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -112,6 +123,25 @@ def _resource_annotation(key: str, value: str) -> Resources:
     if any(v < 0 for v in values.values()):
         raise TreeError(f"{key} must not be negative: {value!r}")
     return values
+
+
+def _weight(value: str) -> float:
+    try:
+        weight = float(Decimal(value))
+    except InvalidOperation:
+        weight = -1.0
+    if not weight >= 0 or weight == float("inf"):
+        raise TreeError(
+            f'{ANNOTATION_WEIGHT} must be a non-negative number such as "1" or "0.5", not {value!r}'
+        )
+    return weight
+
+
+def _min_runtime(value: str) -> float:
+    try:
+        return parse_duration(value).total_seconds()
+    except DurationError as error:
+        raise TreeError(f"{ANNOTATION_MIN_RUNTIME}: {error}") from error
 
 
 def _namespaces(value: str) -> tuple[str, ...]:
@@ -181,6 +211,12 @@ def parse_quota(obj: Mapping[str, Any]) -> TreeQuota:
         else (),
         lending_limit=lending,
         borrowing_limit=limits[ANNOTATION_BORROWING_LIMIT],
+        fair_weight=_weight(annotations[ANNOTATION_WEIGHT])
+        if ANNOTATION_WEIGHT in annotations
+        else 1.0,
+        min_runtime=_min_runtime(annotations[ANNOTATION_MIN_RUNTIME])
+        if ANNOTATION_MIN_RUNTIME in annotations
+        else 0.0,
         created=str(meta.get("creationTimestamp") or ""),
         raw=dict(obj),
     )

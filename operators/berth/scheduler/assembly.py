@@ -8,6 +8,7 @@ without them, so they measure and test what runs.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from berth.scheduler.config import Profile as ProfileConfig
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.eventhandlers import EventHandlers
+from berth.scheduler.framework import QueueSharePlugin
 from berth.scheduler.placement import ReservationPlacement
+from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.registry import build
 from berth.scheduler.reservations import ReservationBook
@@ -51,8 +54,20 @@ def assemble(
     for config in profiles:
         framework = build(config, view, book, writer, percentage_of_nodes_to_score)
         built[config.scheduler_name] = Profile(framework, Cycle(framework, rng or random.Random()))
+    if queue is not None and any(
+        isinstance(p, QueueSharePlugin)
+        for profile in built.values()
+        for p in profile.framework.instances.values()
+    ):
+        queue.share = functools.partial(_queue_share, built)
     placement = ReservationPlacement(view, book, writer) if writer is not None else None
     events = EventHandlers(
         view, book, {name: p.framework for name, p in built.items()}, queue, placement
     )
     return Assembly(view, book, built, events, placement)
+
+
+def _queue_share(profiles: dict[str, Profile], pod: PodInfo) -> float:
+    """The pod's fair share by its profile's plugins (0 for a pod of no profile)."""
+    profile = profiles.get(pod.scheduler_name)
+    return 0.0 if profile is None else profile.framework.queue_share(pod)

@@ -7,6 +7,7 @@ nodes at once: a filter returns which rows pass and, for the rows that fail, why
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -188,6 +189,26 @@ class PreFilterExtensions(Protocol):
     def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
 
     def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
+
+
+@runtime_checkable
+class QueueSharePlugin(Protocol):
+    """A plugin that orders pods of equal priority in the queue by a fair share, lowest
+    first (Berth's: kube-scheduler has one QueueSort plugin; here priority stays first)."""
+
+    def queue_share(self, pod: PodInfo) -> float: ...
+
+
+@runtime_checkable
+class PeriodicPlugin(Protocol):
+    """A plugin with a periodic check (Berth's): every ``period()`` seconds (0: never) it
+    names the unschedulable pods worth another attempt now, though no cluster event said so."""
+
+    def period(self) -> float: ...
+
+    def retry_now(self, waiting: Callable[[str], bool]) -> frozenset[str]:
+        """Uids of pods to try again; ``waiting`` says whether a uid is unschedulable."""
+        ...
 
 
 @runtime_checkable

@@ -95,6 +95,8 @@ class SchedulerMetrics:
             buckets=VICTIM_BUCKETS,
             registry=self.registry,
         )
+        # Berth's own, registered by ``watch`` with the feature metrics.
+        self.periodic_retries: Counter | None = None
         self.pod_scheduling_sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "Seconds from a pod entering the scheduling queue to its being scheduled, "
@@ -134,6 +136,11 @@ class SchedulerMetrics:
         if victims is not None:
             self.preemption_victims.observe(victims)
 
+    def observe_periodic_retries(self, plugin: str, pods: int) -> None:
+        """Count pods a periodic check sent back to be tried."""
+        if self.periodic_retries is not None:
+            self.periodic_retries.labels(plugin=plugin).inc(pods)
+
     def observe_scheduled(self, attempts: int, seconds: float) -> None:
         """Record a pod's time from entering the queue to being scheduled."""
         self.pod_scheduling_sli_duration.labels(attempts=attempts_label(attempts)).observe(seconds)
@@ -146,6 +153,13 @@ class SchedulerMetrics:
     ) -> None:
         """Export the feature metrics of a scheduler's view from now on."""
         self.registry.register(FeatureCollector(view, decisions, pending_ledgers))
+        self.periodic_retries = Counter(
+            "berth_scheduler_periodic_retries_total",
+            "Unschedulable pods a plugin's periodic check sent back to be tried (Berth's: "
+            "CapacityScheduling's over-runtime check retries pods that may reclaim).",
+            ["plugin"],
+            registry=self.registry,
+        )
 
 
 def base_units(resource: str, value: int) -> float:

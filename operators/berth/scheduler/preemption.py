@@ -7,11 +7,13 @@ evict, and what besides the node's filters must hold once they are gone (a quota
 The rules: only nodes where evicting pods could help are candidates; on each, remove
 every potential victim, check the pod fits, then give back (reprieve) as many as
 possible, most important first and pods whose PodDisruptionBudget has no disruptions left
-before the others. The node chosen has the fewest PDB violations, then the lowest
-highest-priority victim, the lowest sum of priorities, the fewest victims, the most
-recently started victims. Victims are evicted through the Eviction API; a victim whose
-budget is exhausted (only chosen when every candidate violates a budget) is deleted, as
-kube-scheduler does. The pod is nominated to the node, which holds the freed capacity.
+before the others (a policy may order the reprieve otherwise: tree reclaim gives back its
+nearest-quota, terminating, low-priority, young pods last). The node chosen has the fewest
+PDB violations, then the lowest highest-priority victim, the lowest sum of priorities, the
+fewest victims, the most recently started victims. Victims are evicted through the
+Eviction API; a victim whose budget is exhausted (only chosen when every candidate violates
+a budget) is deleted, as kube-scheduler does. The pod is nominated to the node, which
+holds the freed capacity.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ class VictimPolicy(Protocol):
 
     def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
         """Why the pod still could not run with ``victims`` gone (beyond node fit), or ()."""
+        ...
+
+    def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
+        """The order in which removed pods are given back, the most protected first
+        (kube-scheduler's: most important first)."""
         ...
 
     def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
@@ -206,7 +213,7 @@ class Evaluator:
             reasons = runner.run_filter_at(state, pod, row) or policy.blocking(pod, removed)
             if reasons:
                 return reasons
-            violating, others = self._split_by_pdb(more_important_first(potential))
+            violating, others = self._split_by_pdb(policy.reprieve_order(pod, potential))
             victims: list[PodInfo] = []
             violations = 0
             for group, counts in ((violating, True), (others, False)):

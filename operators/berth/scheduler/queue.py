@@ -1,9 +1,15 @@
 """The scheduling queue: active (priority, then age), backoff, and unschedulable pods.
 
 Equal priorities go first in, first out by the time a pod (re-)entered the queue, so a pod
-that keeps failing goes behind its peers, as with kube-scheduler's PrioritySort. A pod that
-failed waits out its backoff (initial doubling to max per attempt); a pod no
-node could take waits among the unschedulable until a cluster event that could help
+that keeps failing goes behind its peers, as with kube-scheduler's PrioritySort. Between
+priority and that time comes the pod's fair share (``share``, by default 0 for every pod):
+the dominant resource share of its tree quota, so that among quotas waiting for the same
+capacity the one using least of its runtime goes first. A pod's share is read when it
+reaches the top of the active heap (it keeps the last one read meanwhile); a changed share
+puts it back in its new place before anything is popped. Reading shares only there keeps
+intake cheap: a watch listing thousands of pods does not recompute the tree's accounting
+for each. A pod that failed waits out its backoff (initial doubling to max per attempt); a
+pod no node could take waits among the unschedulable until a cluster event that could help
 (node added or changed, a bound pod gone, a reservation or quota changed), or five
 minutes, as kube-scheduler does. Pods with scheduling gates are held until the gates go.
 """
@@ -32,6 +38,7 @@ class _Entry:
     since: float = 0.0  # entered the unschedulable area
     # The plugins that rejected it last: only their cluster events bring it back.
     rejected_by: frozenset[str] = frozenset()
+    share: float = 0.0  # the fair share last read for it
 
 
 class SchedulingQueue:
@@ -40,12 +47,14 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        share: Callable[[PodInfo], float] | None = None,
     ) -> None:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.clock = clock
+        self.share = share
         self._entries: dict[str, _Entry] = {}
-        self._active: list[tuple[int, float, int, float, int, str]] = []
+        self._active: list[tuple[int, float, float, int, float, int, str]] = []
         self._active_set: set[str] = set()
         self._backoff: list[tuple[float, int, str]] = []
         self._backoff_set: set[str] = set()
@@ -98,8 +107,15 @@ class SchedulingQueue:
         while True:
             self._flush_backoff()
             while self._active:
-                uid = heapq.heappop(self._active)[-1]
+                key = heapq.heappop(self._active)
+                uid = key[-1]
                 if uid in self._active_set:
+                    if self.share is not None:
+                        entry = self._entries[uid]
+                        entry.share = self.share(entry.pod)
+                        if entry.share != key[1]:
+                            self._push_active(entry)
+                            continue
                     self._active_set.discard(uid)
                     self._in_flight.add(uid)
                     return self._entries[uid].pod
@@ -167,6 +183,19 @@ class SchedulingQueue:
                 self._unschedulable.discard(uid)
                 self._to_backoff_or_active(entry)
 
+    def is_unschedulable(self, uid: str) -> bool:
+        return uid in self._unschedulable
+
+    def requeue(self, uids: frozenset[str]) -> int:
+        """These unschedulable pods go back to be tried (a periodic check found them worth
+        another attempt); returns how many did."""
+        moved = 0
+        for uid in sorted(uids & self._unschedulable):
+            self._unschedulable.discard(uid)
+            self._to_backoff_or_active(self._entries[uid])
+            moved += 1
+        return moved
+
     def flush_unschedulable_leftovers(self) -> None:
         """Pods unschedulable for five minutes are tried again whatever happened."""
         now = self.clock()
@@ -184,6 +213,7 @@ class SchedulingQueue:
         # Within one clock tick, pods back from an attempt go after first-time pods.
         key = (
             -pod.priority,
+            entry.share,
             entry.queued_at,
             entry.attempts,
             pod.created,

@@ -29,6 +29,7 @@ from berth.scheduler.framework import (
     EvictionGuardPlugin,
     FilterPlugin,
     Handle,
+    PeriodicPlugin,
     Plugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -36,6 +37,7 @@ from berth.scheduler.framework import (
     PreEnqueuePlugin,
     PreFilterExtensions,
     PreFilterPlugin,
+    QueueSharePlugin,
     ReservePlugin,
     ScorePlugin,
     Status,
@@ -81,6 +83,20 @@ class Framework:
         return plugins
 
     # -- queueing -----------------------------------------------------------------------
+
+    def queue_share(self, pod: PodInfo) -> float:
+        """The pod's fair share in the queue: the largest its plugins give (0: none do)."""
+        return max(
+            (
+                p.queue_share(pod)
+                for p in self.instances.values()
+                if isinstance(p, QueueSharePlugin)
+            ),
+            default=0.0,
+        )
+
+    def periodic(self) -> list[PeriodicPlugin]:
+        return [p for p in self.instances.values() if isinstance(p, PeriodicPlugin)]
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
         for plugin in self.pre_enqueue:

@@ -28,6 +28,7 @@ from berth.health import Heartbeat
 from berth.kube.watch import Informer
 from berth.scheduler.assembly import assemble
 from berth.scheduler.config import SchedulerConfiguration
+from berth.scheduler.framework import PeriodicPlugin
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.schedule_one import ScheduleOne
@@ -209,10 +210,28 @@ class Scheduler:
                 task.cancel()
             await asyncio.gather(*watchers, flusher, events, *tasks, return_exceptions=True)
 
+    def _periodic_check(self, profile: str, plugin: PeriodicPlugin) -> None:
+        """A plugin's periodic check: the pods it names go back to be tried."""
+        try:
+            uids = plugin.retry_now(self.queue.is_unschedulable)
+        except Exception:
+            logger.exception("periodic check failed", namespace=None, profile=profile)
+            return
+        moved = self.queue.requeue(uids)
+        if moved and self.metrics is not None:
+            self.metrics.observe_periodic_retries(type(plugin).__name__, moved)
+
     async def _housekeeping(self, stop: asyncio.Event) -> None:
-        """Every second: the pending-pods gauges and waiting reservations; every 30 s:
-        long-unschedulable pods."""
+        """Every second: the pending-pods gauges and waiting reservations; plugins' periodic
+        checks at their own period; every 30 s: long-unschedulable pods."""
         last_flush = time.monotonic()
+        periodic = [
+            (profile.framework.name, plugin)
+            for profile in self.profiles.values()
+            for plugin in profile.framework.periodic()
+            if plugin.period() > 0
+        ]
+        last_check = {id(plugin): time.monotonic() for _, plugin in periodic}
         while not stop.is_set():
             await asyncio.sleep(1.0)
             if self.metrics is not None:
@@ -222,6 +241,10 @@ class Scheduler:
                 await self.placement.check_waiting()
             except Exception:
                 logger.exception("checking waiting reservations failed", namespace=None)
+            for profile, plugin in periodic:
+                if time.monotonic() - last_check[id(plugin)] >= plugin.period():
+                    last_check[id(plugin)] = time.monotonic()
+                    self._periodic_check(profile, plugin)
             if time.monotonic() - last_flush >= LEFTOVER_FLUSH_SECONDS:
                 last_flush = time.monotonic()
                 self.queue.flush_unschedulable_leftovers()

@@ -5,11 +5,13 @@ QuotaB min 6 / max 8) on two nodes of 5 GPUs.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 import pytest
 
+from berth.scheduler.config import ConfigError
 from berth.scheduler.framework import CycleState
 from berth.scheduler.messages import FitError
 from berth.scheduler.plugins.capacityscheduling import (
@@ -18,7 +20,7 @@ from berth.scheduler.plugins.capacityscheduling import (
     TreeVictims,
 )
 from berth.scheduler.preemption import Candidate
-from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod
+from tests.unit.scheduler_fixtures import EPOCH, Env, Json, info, make_env, node, pod
 
 GPU = "nvidia.com/gpu"
 PROFILE = {
@@ -412,3 +414,103 @@ def test_non_preemptible_pods_are_never_reclaimed() -> None:
     env = borrowed_tree({f"{TREE}preemptible": "false"})
     assert "Insufficient quotas, quotaName: dept" in env.message(gpu_pod("b2", "team-b"))
     assert tree_victims(env, gpu_pod("b2", "team-b")) == []
+
+
+def on_n1(*n1: dict[str, Any]) -> Env:
+    """team-a's five pods on n1 with the given fields, its three on n2 at priority 100,
+    team-b's two on n2 and two more waiting: team-a is over its runtime."""
+    pods = [gpu_pod(f"a{i}", "team-a", node_name="n1", **fields) for i, fields in enumerate(n1)]
+    pods += [gpu_pod(f"a{i}", "team-a", node_name="n2", priority=100) for i in range(5, 8)]
+    pods += [gpu_pod(f"b{i}", "team-b", node_name="n2") for i in range(2)]
+    pods += [gpu_pod(f"b{i}", "team-b") for i in range(2, 4)]
+    return tree_cluster(*pods)
+
+
+def test_tree_reclaim_takes_a_terminating_pod_before_lower_priorities() -> None:
+    """On n1 team-a's pods have priorities 5, 1, 1, 10 (terminating) and 7: reclaim takes
+    the terminating one first, where kube-scheduler's order would take a priority-1 pod."""
+    env = on_n1(*({"priority": p, "deleting": i == 3} for i, p in enumerate([5, 1, 1, 10, 7])))
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == ["a3"]
+
+
+def test_tree_reclaim_takes_the_lowest_priority_then_the_youngest() -> None:
+    pairs = [(5, 0), (1, 100), (1, 200), (10, 0), (7, 0)]
+    env = on_n1(*({"priority": p, "started": s} for p, s in pairs))
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == ["a2"]
+
+
+def test_pods_within_min_runtime_are_not_reclaimed() -> None:
+    """team-a's pods on n1 (priority 0) started just now, under its min-runtime of 1h:
+    reclaim takes one of its older, higher-priority pods on n2 instead."""
+    just_now = time.time() - EPOCH.timestamp() - 5
+    env = on_n1(*({"started": just_now} for _ in range(5)))
+    assert tree_victims(env, gpu_pod("b2", "team-b"))[0] in {"a0", "a1", "a2", "a3", "a4"}
+    team_a = tree_quota("team-a", 2, 8, parent="dept")
+    team_a["metadata"]["annotations"]["berth.io/min-runtime"] = "1h"
+    env.events.on_custom("ElasticQuota")("MODIFIED", team_a)
+    assert tree_victims(env, gpu_pod("b2", "team-b")) in (["a5"], ["a6"], ["a7"])
+
+
+def test_the_queue_share_is_the_tree_quotas_dominant_share() -> None:
+    env = borrowed_tree()  # team-a uses 8 of its runtime 6, team-b 2 of 4
+    plugin = capacity(env)
+    assert plugin.queue_share(info(gpu_pod("b2", "team-b"))) == pytest.approx(0.5)
+    assert plugin.queue_share(info(gpu_pod("a8", "team-a"))) == pytest.approx(8 / 6)
+    assert plugin.queue_share(info(gpu_pod("x", "no-quota"))) == 0.0
+    assert capacity(cluster()).queue_share(info(gpu_pod("a0", "a"))) == 0.0  # flat: no order
+
+
+def test_the_periodic_check_retries_pods_that_may_reclaim() -> None:
+    env = borrowed_tree()
+    plugin = capacity(env)
+    assert plugin.period() == 10.0
+    waiting = {"uid-team-b-b2"}
+    assert plugin.retry_now(lambda uid: uid in waiting) == frozenset(waiting)
+    # Nothing to take (team-a's pods are non-preemptible): nobody is retried.
+    blocked = capacity(borrowed_tree({f"{TREE}preemptible": "false"}))
+    assert blocked.retry_now(lambda _uid: True) == frozenset()
+    # Flat quotas: the check has nothing to do.
+    assert capacity(cluster()).retry_now(lambda _uid: True) == frozenset()
+
+
+def test_the_periodic_check_interval_is_an_argument() -> None:
+    nodes = [node("n1", cpu="32", memory="64Gi", extra={GPU: "5"})]
+    profile = {
+        **PROFILE,
+        "pluginConfig": [
+            {"name": "CapacityScheduling", "args": {"overRuntimeCheckInterval": "0s"}}
+        ],
+    }
+    assert capacity(make_env(*nodes, profile=profile)).period() == 0.0
+    profile["pluginConfig"][0]["args"] = {"overRuntimeCheckInterval": "soon"}
+    with pytest.raises(ConfigError, match="overRuntimeCheckInterval"):
+        make_env(*nodes, profile=profile)
+
+
+def test_tree_reclaim_reads_victims_as_the_watch_shows_them_now() -> None:
+    """Pods placed by the scheduler are counted on their node as they were at binding,
+    before they started; under a min-runtime they are reclaimable once the watch shows
+    them started long enough ago."""
+    waiting = [gpu_pod(f"a{i}", "team-a") for i in range(8)]
+    env = tree_cluster(*waiting, dept_max=8)
+    team_a = tree_quota("team-a", 2, 8, parent="dept")
+    team_a["metadata"]["annotations"]["berth.io/min-runtime"] = "1h"
+    env.events.on_custom("ElasticQuota")("MODIFIED", team_a)
+    for raw in waiting:
+        bind(env, raw)
+    env.events.on_pod("ADDED", gpu_pod("b2", "team-b"))
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == []  # not started: too young
+    for raw in waiting:
+        raw["status"]["startTime"] = "2024-01-01T00:00:00Z"
+        env.events.on_pod("MODIFIED", raw)
+    assert len(tree_victims(env, gpu_pod("b2", "team-b"))) == 1
+
+
+def test_an_earlier_reclaims_victim_still_terminating_is_counted_not_evicted_again() -> None:
+    """a3 was evicted by an earlier reclaim and still holds its GPU on n1: the dry run may
+    count that room (what it frees is held elsewhere), so no second pod goes for it."""
+    env = on_n1(*({"priority": p, "deleting": i == 3} for i, p in enumerate([5, 1, 1, 10, 7])))
+    plugin = capacity(env)
+    plugin.evicted(info(gpu_pod("a3", "team-a", node_name="n1", deleting=True)))
+    assert "uid-team-a-a3" not in plugin.ledger.pods
+    assert tree_victims(env, gpu_pod("b2", "team-b")) == ["a3"]

@@ -14,28 +14,35 @@ their runtime quota and every ancestor's (pods nominated after a preemption coun
 At PostFilter a pod whose own quota is within its runtime reclaims from quotas over theirs:
 their preemptible pods, whatever their priority, only where the pod then fits its node and
 its quota chain. With the Reservation plugin's ``reservePreemptedCapacity`` the freed
-capacity is held for the pod before anyone is evicted.
+capacity is held for the pod before anyone is evicted. Victims are never non-preemptible
+pods nor pods under their quota's min-runtime, and go in ``berth.quota.reclaim``'s order.
+Tree pods are ordered in the queue by their quota's dominant share (``queue_share``), and
+every ``overRuntimeCheckInterval`` the plugin names the unschedulable pods that may reclaim
+now (``retry_now``), which the scheduler tries again: the check itself evicts nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from berth import log
+from berth.api.duration import DurationError, parse_duration
 from berth.api.elasticquota import GROUP, VERSION
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
+from berth.quota.fairshare import quota_share
 from berth.quota.ledger import QuotaLedger, Rejection
+from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
 from berth.quota.tree import PREFIX, QuotaTree, TreeError, build_tree, is_tree_quota, parse_pod
 from berth.quota.treeadmission import (
     TreePod,
     TreeState,
     check_tree,
-    may_reclaim,
     tree_state,
     within_runtime,
     without,
@@ -61,7 +68,7 @@ from berth.scheduler.framework import (
 )
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator
+from berth.scheduler.preemption import Evaluator, more_important_first
 
 logger = log.get(__name__)
 
@@ -70,6 +77,9 @@ OWN_QUOTA = "preempting to accommodate a higher priority pod of the same Elastic
 RECLAIM = "preempting to return borrowed capacity to ElasticQuota"
 TREE_RECLAIM = "preempting to return capacity over its runtime to the quota tree"
 OVER_OWN_RUNTIME = "ElasticQuota {quota} is at its runtime: it reclaims nothing"
+OVER_RUNTIME_CHECK = "overRuntimeCheckInterval"
+DEFAULT_OVER_RUNTIME_CHECK = "10s"
+RECLAIM_RETRY = "ReclaimRetry"
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,12 @@ class CapacityScheduling(Plugin):
                 name=self.name,
             )
         self.evaluator = Evaluator(self.name, args, handle)
+        try:
+            self.check_interval = parse_duration(
+                str(args.get(OVER_RUNTIME_CHECK, DEFAULT_OVER_RUNTIME_CHECK))
+            ).total_seconds()
+        except DurationError as error:
+            raise ValueError(f"{OVER_RUNTIME_CHECK}: {error}") from error
         self.ledger = QuotaLedger()
         # Victims evicted by this plugin and not yet gone: their capacity is promised to
         # the pods nominated in their place, which count instead.
@@ -221,6 +237,89 @@ class CapacityScheduling(Plugin):
                 for node in self.tree.chain(quota):
                     add(nominated.setdefault(node.name, {}), quota_request(other.requests))
         return nominated
+
+    def reclaim_pod(self, pod: PodInfo) -> ReclaimPod | None:
+        """The pod as tree reclaim sees it, None when it is no tree quota's (or its labels
+        are refused: it holds nothing in the tree)."""
+        try:
+            quota = self.tree_quota_of(pod)
+            preemptible = parse_pod(pod.labels).preemptible
+        except TreeError:
+            return None
+        if quota is None:
+            return None
+        return ReclaimPod(
+            key=pod.uid,
+            quota=quota,
+            request=quota_request(pod.requests),
+            priority=pod.priority,
+            started=pod.started,
+            terminating=pod.deleting,
+            preemptible=preemptible,
+            bound=pod.uid in self.ledger.pods,
+        )
+
+    def queue_share(self, pod: PodInfo) -> float:
+        """The dominant share of the pod's tree quota, which orders it in the queue among
+        pods of its priority (0 for pods outside the tree: their order stays)."""
+        self._refresh_quotas()
+        if not self.tree.quotas:
+            return 0.0
+        try:
+            quota = self.tree_quota_of(pod)
+        except TreeError:
+            return 0.0
+        if quota is None:
+            return 0.0
+        return quota_share(self.tree, self.tree_state(), quota)
+
+    # -- the periodic over-runtime check ----------------------------------------------
+
+    def period(self) -> float:
+        return self.check_interval
+
+    def retry_now(self, waiting: Callable[[str], bool]) -> frozenset[str]:
+        """Unschedulable pods of tree quotas within their runtime that could reclaim from a
+        quota over its runtime now (a victim's min-runtime ran out, runtime moved without an
+        event that requeues them). They reclaim at their next attempt, through PostFilter
+        and its reservation; this check itself evicts nothing."""
+        self._refresh_quotas()
+        if not self.tree.quotas:
+            return frozenset()
+        pods = []
+        for pod in self.handle.view.pods.values():
+            pending = not pod.node_name and not pod.terminal and not pod.deleting
+            if pending and (pod.scheduler_name != self.handle.profile or not waiting(pod.uid)):
+                continue  # another profile's, or not waiting for an event
+            found = self.reclaim_pod(pod)
+            if found is not None and (found.bound or pending):
+                pods.append(found)
+        found_starving = starving(self.tree, self.tree_state(), pods, time.time())
+        for item in found_starving:
+            self._report_retry(item)
+        return frozenset(item.pod.key for item in found_starving)
+
+    def _report_retry(self, item: Starving) -> None:
+        pod = self.handle.view.pods.get(item.pod.key)
+        over = self.tree.quotas[item.over]
+        key = pod.key if pod is not None else item.pod.key
+        logger.info(
+            "retrying a pod to reclaim from a quota over its runtime",
+            namespace=pod.namespace if pod is not None else None,
+            name=pod.name if pod is not None else None,
+            quota=item.pod.quota,
+            over=item.over,
+        )
+        writer = self.handle.writer
+        if writer is not None:
+            writer.event(
+                over.raw,
+                KIND,
+                RECLAIM_RETRY,
+                f"ElasticQuota {item.over} is over its runtime while Pod {key} of "
+                f"{item.pod.quota} waits within its own: the pod is tried again to reclaim",
+                api_version=f"{GROUP}/{VERSION}",
+            )
 
     def _tree_pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
         """The tree's verdict on the pod, None when the pod is not a tree quota's."""
@@ -441,8 +540,9 @@ class CapacityScheduling(Plugin):
 
 
 class TreeVictims:
-    """Which pods a tree quota's pod may evict: preemptible pods of other tree quotas over
-    their runtime, when its own quota is within its runtime with the pod."""
+    """Which pods a tree quota's pod may evict, and in which order (``berth.quota.reclaim``):
+    preemptible pods past their quota's min-runtime, of other tree quotas over their
+    runtime, when its own quota is within its runtime with the pod."""
 
     def __init__(self, plugin: CapacityScheduling, pod: PodInfo, demand: TreeDemand) -> None:
         self.plugin = plugin
@@ -452,35 +552,43 @@ class TreeVictims:
         self.request = quota_request(pod.requests)
         self.nominated = plugin.tree_nominated(pod)
         self.reclaim = within_runtime(self.tree, self.state, demand.quota, self.request)
-
-    def _tree_pod(self, pod: PodInfo) -> TreePod | None:
-        try:
-            quota = self.plugin.tree_quota_of(pod)
-            preemptible = parse_pod(pod.labels).preemptible
-        except TreeError:
-            return None
-        if quota is None:
-            return None
-        return TreePod(quota, quota_request(pod.requests), True, preemptible)
+        self.now = time.time()
 
     def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
-        victims = []
-        for other in self.plugin.handle.view.nodes.pods[row].values():
-            found = self._tree_pod(other)
-            if (
-                found is not None
-                and found.preemptible
-                and other.uid in self.plugin.ledger.pods
-                and may_reclaim(self.tree, self.state, self.demand.quota, self.request, found.quota)
-            ):
-                victims.append(other)
-        return victims
+        """Pods it may take, as the watch shows them now (the node table keeps pods as
+        counted at binding, before they started or began terminating). Pods already
+        terminating (an earlier reclaim's victims among them) are offered too: they still
+        hold their room on the node while what they free is held for someone else, so the
+        dry run counts that room once; they are not evicted again."""
+        view = self.plugin.handle.view
+        on_node = {}
+        for counted in view.nodes.pods[row].values():
+            other = view.pods.get(counted.uid, counted)
+            if other.uid in self.plugin.ledger.pods or other.deleting:
+                on_node[other.uid] = other
+        found = []
+        for other in on_node.values():
+            facts = self.plugin.reclaim_pod(other)
+            if facts is not None:
+                found.append(replace(facts, bound=True))
+        chosen = reclaimable(
+            self.tree, self.state, self.demand.quota, self.request, found, self.now
+        )
+        return [on_node[p.key] for p in chosen]
+
+    def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
+        """The reverse of the eviction order: the pods to evict first are given back last."""
+        by_uid = {v.uid: v for v in victims}
+        found = [p for p in map(self.plugin.reclaim_pod, victims) if p is not None]
+        order = eviction_order(self.tree, self.demand.quota, found, self.now)
+        return [by_uid[p.key] for p in reversed(order)]
 
     def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
         freed = [
-            found
+            TreePod(found.quota, found.request, True, found.preemptible)
             for victim in victims
-            if victim.uid in self.plugin.ledger.pods and (found := self._tree_pod(victim))
+            if victim.uid in self.plugin.ledger.pods
+            and (found := self.plugin.reclaim_pod(victim)) is not None
         ]
         rejection = check_tree(
             self.tree,
@@ -545,6 +653,9 @@ class QuotaVictims:
             freed,
         )
         return () if rejection is None else (rejection.message(pod.key),)
+
+    def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
+        return more_important_first(list(victims))
 
     def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
         # Within quotas, reclaim evicts whatever the priority.

@@ -12,7 +12,7 @@ from typing import Any
 
 from berth.scheduler.framework import CycleState, Diagnosis, Handle, Plugin, PostFilterResult
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator
+from berth.scheduler.preemption import Evaluator, more_important_first
 
 
 class DefaultPreemption(Plugin):
@@ -40,6 +40,9 @@ class DefaultPreemption(Plugin):
 
     def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
         return ()
+
+    def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
+        return more_important_first(list(victims))
 
     def may_have_evicted(self, pod: PodInfo, other: PodInfo) -> bool:
         return other.priority < pod.priority

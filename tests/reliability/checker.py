@@ -548,7 +548,11 @@ class Checker:
         return found
 
     def _remember_nodes(self, snap: Snapshot) -> None:
-        """When each node fact (a taint, the cordon, its label set) was first seen."""
+        """Since when each node fact (a taint, the cordon, its label set) has been seen
+        without a break: a fact that went away (uncordoned) and came back counts from its
+        return, or a binding made while the node was uncordoned would be judged against
+        the first cordon."""
+        current: set[tuple[str, str]] = set()
         for name, node in snap.nodes.items():
             spec = node.get("spec") or {}
             facts = [f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
@@ -560,6 +564,9 @@ class Checker:
             )
             for fact in facts:
                 self._fact_seen.setdefault((name, fact), snap.taken_at)
+                current.add((name, fact))
+        for seen in [k for k in self._fact_seen if k not in current]:
+            del self._fact_seen[seen]
 
     def _settled(self, node: str, fact: str, when: float) -> bool:
         seen = self._fact_seen.get((node, fact))

@@ -1,6 +1,6 @@
 """Randomized load for the reliability tests: pods of random sizes and priorities created
 and deleted, some tolerating a dedicated taint, some with required node affinity to a zone;
-some that must not share a node with each other (required pod anti-affinity), some that
+some that must not share a zone with each other (required pod anti-affinity), some that
 must spread over zones (DoNotSchedule, maxSkew 1); quotas; reservations that expire soon
 or outlive the run, some taken by their owners; nodes tainted, cordoned and uncordoned,
 deleted and added."""
@@ -20,11 +20,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.integration.cluster import Nodes, PriorityClasses, pod_body
 
 SIZES = ("500m", "1", "2", "4")
-HOSTNAME = "kubernetes.io/hostname"
 ZONES = ("a", "b", "c")
+ZONE = "berth.test/zone"
 DEDICATED = {"key": "berth.test/dedicated", "value": "batch", "effect": "NoSchedule"}
 QUARANTINE = {"key": "berth.test/quarantine", "value": "", "effect": "NoExecute"}
-SOLO = {"berth.test/solo": "yes"}  # at most one such pod per node
+SOLO = {"berth.test/solo": "yes"}  # at most one such pod per zone (and namespace)
 SPREAD = {"berth.test/spread": "yes"}  # spread over the zones, skew at most 1
 
 
@@ -113,7 +113,7 @@ class Churn:
         roll = self.rng.random()
         if roll < 0.1:
             labels.update(SOLO)
-            term = {"labelSelector": {"matchLabels": SOLO}, "topologyKey": HOSTNAME}
+            term = {"labelSelector": {"matchLabels": SOLO}, "topologyKey": ZONE}
             affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
         elif roll < 0.2:
             labels.update(SPREAD)

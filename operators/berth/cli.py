@@ -231,7 +231,8 @@ def parser() -> argparse.ArgumentParser:
         "--liveness-stall-seconds",
         type=float,
         default=120.0,
-        help="/healthz fails when pods have waited this long with no scheduling cycle",
+        help="/healthz fails when pods (or an operator's marked objects) have waited this long "
+        "with no scheduling cycle (or no finished decision)",
     )
     run.add_argument(
         "--webhook-address",

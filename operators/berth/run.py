@@ -200,7 +200,10 @@ def _components(
     """What the leader runs, and whether it is ready (informers synced)."""
     migration_metrics = MigrationMetrics()
     if options.operators:
+        from berth.operators.worker import liveness
+
         health.add_registry(migration_metrics.registry)
+        health.add_liveness("operator workers", liveness(options.stall_seconds))
     scheduler = None
     if options.scheduler:
         from berth.scheduler.decisions.http import PATH, pod_decision_handler

@@ -11,6 +11,10 @@ Safety, every snapshot:
 - a pod bound by the scheduler satisfied, when it was bound, its nodeSelector, its
   required node affinity, the node's NoSchedule/NoExecute taints and the node's cordon
   (a fact counts once the checker has seen it for ``SLACK`` seconds before the binding);
+- and its required pod anti-affinity (and other pods' against it) and its DoNotSchedule
+  topology spread, judged ``SLACK`` after the binding against the pods surely there when
+  it was made (bound ``SLACK`` before, still there ``SLACK`` after) and, for the spread's
+  least-loaded domain, every pod that may have been;
 - a pod carrying ``reservation-allocated`` is an owner of that reservation, runs on its
   node, fits in it when the policy is Restricted, was not allocated from a reservation
   already terminal, and an allocateOnce reservation is allocated to one pod only;
@@ -37,7 +41,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -246,6 +250,23 @@ def owner_matches(owner: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return bool(obj or controller or selector)
 
 
+def _selected(selector: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool:
+    """A label selector over the pod's labels (a missing selector selects nothing)."""
+    if selector is None:
+        return False
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(
+        _requirement(r, labels.get(r.get("key"))) for r in selector.get("matchExpressions") or ()
+    )
+
+
+def _anti_terms(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    anti = ((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
+    return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+
+
 def is_owner(reservation: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return any(owner_matches(o, pod) for o in (reservation.get("spec") or {}).get("owners") or ())
 
@@ -353,6 +374,17 @@ class Sighting:
 
 
 @dataclass
+class Placed:
+    """A binding and how long the checker saw its pod there."""
+
+    pod: Obj
+    node: str
+    at: float  # the binding's time
+    present: float  # last seen there (not being deleted)
+    gone: float | None = None  # first seen gone (or being deleted)
+
+
+@dataclass
 class Checker:
     """Judges snapshots in order; keeps the history some rules need."""
 
@@ -370,6 +402,9 @@ class Checker:
     _node_gone_seen: dict[str, float] = field(default_factory=dict)
     _owner_bound_seen: dict[str, float] = field(default_factory=dict)
     _once_owners: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    _placed: dict[str, Placed] = field(default_factory=dict)  # every binding seen, by uid
+    _node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # kept once gone
+    _to_judge: list[str] = field(default_factory=list)  # bindings whose pod rules are due
     bound_per_namespace: Counter[str] = field(default_factory=Counter)
     # Pending pods some node surely takes now (directly, or by reclaim), by name.
     placeable: list[str] = field(default_factory=list)
@@ -391,6 +426,7 @@ class Checker:
         found += self._quotas(snap, live)
         found += self._reservations(snap, live, reservations)
         found += self._new_bindings(snap, reservations)
+        found += self._pod_rules(snap)
         over_min = self._over_min(snap, live)
         self._remember_pods(snap, over_min, reservations)
         found += self._evictions(snap, over_min, reservations)
@@ -548,8 +584,13 @@ class Checker:
         return found
 
     def _remember_nodes(self, snap: Snapshot) -> None:
-        """When each node fact (a taint, the cordon, its label set) was first seen."""
+        """Since when each node fact (a taint, the cordon, its label set) has been seen
+        without a break: a fact that went away (uncordoned) and came back counts from its
+        return, or a binding made while the node was uncordoned would be judged against
+        the first cordon."""
+        current: set[tuple[str, str]] = set()
         for name, node in snap.nodes.items():
+            self._node_labels[name] = dict(node["metadata"].get("labels") or {})
             spec = node.get("spec") or {}
             facts = [f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
                      for t in spec.get("taints") or []]  # fmt: skip
@@ -560,6 +601,9 @@ class Checker:
             )
             for fact in facts:
                 self._fact_seen.setdefault((name, fact), snap.taken_at)
+                current.add((name, fact))
+        for seen in [k for k in self._fact_seen if k not in current]:
+            del self._fact_seen[seen]
 
     def _settled(self, node: str, fact: str, when: float) -> bool:
         seen = self._fact_seen.get((node, fact))
@@ -578,6 +622,7 @@ class Checker:
             ):
                 continue
             self._bound.add(uid)
+            self._to_judge.append(uid)
             self.counts["bindings judged"] += 1
             self.bound_per_namespace[pod["metadata"]["namespace"]] += 1
             when = bound_at(pod) or snap.taken_at
@@ -603,6 +648,118 @@ class Checker:
             ended = self._terminal_seen.get(name or "")
             if name and ended is not None and ended <= when - SLACK:
                 found.append(f"pod {who} allocated from reservation {name} after it ended")
+        return found
+
+    def _pod_rules(self, snap: Snapshot) -> list[str]:
+        """Record where every pod is, then judge the bindings made ``SLACK`` ago or more
+        by the rules between pods (anti-affinity, spread)."""
+        now = snap.taken_at
+        seen: set[str] = set()
+        for pod in snap.pods:
+            node = pod["spec"].get("nodeName")
+            if not node or not holds(pod):
+                continue
+            uid = pod["metadata"]["uid"]
+            seen.add(uid)
+            placed = self._placed.get(uid)
+            if placed is None:
+                placed = self._placed[uid] = Placed(pod, node, bound_at(pod) or now, now)
+            if pod["metadata"].get("deletionTimestamp"):
+                placed.gone = placed.gone or now
+            else:
+                placed.present = now
+        for uid, placed in self._placed.items():
+            if uid not in seen and placed.gone is None:
+                placed.gone = now
+        found = []
+        due = [u for u in self._to_judge if self._placed.get(u) and
+               self._placed[u].at + SLACK <= now]  # fmt: skip
+        self._to_judge = [u for u in self._to_judge if u not in due]
+        for uid in due:
+            placed = self._placed[uid]
+            if placed.pod["spec"].get("schedulerName") == self.scheduler:
+                found += self._anti_affinity(placed) + self._spread(placed)
+        return found
+
+    def _there(self, placed: Placed, surely: bool) -> list[Placed]:
+        """Other pods of the cluster surely (or possibly) there when ``placed`` was bound."""
+        at = placed.at
+        if surely:
+            return [
+                p
+                for p in self._placed.values()
+                if p is not placed and p.at <= at - SLACK and p.present >= at + SLACK
+            ]
+        return [
+            p
+            for p in self._placed.values()
+            if p is not placed and p.at <= at + SLACK and (p.gone is None or p.gone >= at - SLACK)
+        ]
+
+    def _domain(self, node: str, key: str) -> str | None:
+        return self._node_labels.get(node, {}).get(key)
+
+    def _anti_affinity(self, placed: Placed) -> list[str]:
+        """Its required anti-affinity terms, and those of the pods already there."""
+        if _anti_terms(placed.pod):
+            self.counts["anti-affinity bindings judged"] += 1
+        found = []
+        for other in self._there(placed, surely=True):
+            for a, b in ((placed, other), (other, placed)):
+                for term in _anti_terms(a.pod):
+                    namespaces = term.get("namespaces") or [a.pod["metadata"]["namespace"]]
+                    key_ = term.get("topologyKey") or ""
+                    domain = self._domain(a.node, key_)
+                    if (
+                        b.pod["metadata"]["namespace"] in namespaces
+                        and _selected(term.get("labelSelector"), b.pod)
+                        and domain is not None
+                        and domain == self._domain(b.node, key_)
+                    ):
+                        found.append(
+                            f"pod {key(placed.pod)} bound to {placed.node} beside "
+                            f"{key(other.pod)} against {key(a.pod)}'s anti-affinity ({key_})"
+                        )
+        return found
+
+    def _spread(self, placed: Placed) -> list[str]:
+        """Its DoNotSchedule constraints: the pods surely in its domain, plus itself, less
+        the fewest that may have been in any domain its nodes span, at most maxSkew."""
+        found = []
+        spec = placed.pod["spec"]
+        namespace = placed.pod["metadata"]["namespace"]
+        for c in spec.get("topologySpreadConstraints") or ():
+            if c.get("whenUnsatisfiable") != "DoNotSchedule":
+                continue
+            self.counts["spread bindings judged"] += 1
+            topology = c.get("topologyKey") or ""
+            eligible = {
+                n
+                for n, labels in self._node_labels.items()
+                if topology in labels and selects(spec, {"metadata": {"name": n, "labels": labels}})
+            }
+            domains = {self._node_labels[n][topology] for n in eligible}
+            mine = self._domain(placed.node, topology)
+            if mine is None or not domains:
+                continue
+            selector = c.get("labelSelector")
+            surely, possibly = (
+                Counter(
+                    self._node_labels[p.node][topology]
+                    for p in self._there(placed, surely=sure)
+                    if p.node in eligible
+                    and p.pod["metadata"]["namespace"] == namespace
+                    and _selected(selector, p.pod)
+                )
+                for sure in (True, False)
+            )
+            least = min(possibly[d] for d in domains)
+            skew = surely[mine] + int(_selected(selector, placed.pod)) - least
+            if skew > int(c.get("maxSkew") or 1):
+                found.append(
+                    f"pod {key(placed.pod)} bound to {placed.node} ({topology} {mine}): skew "
+                    f"{skew} > {c.get('maxSkew')} ({dict(surely)} there, fewest {least})"
+                )
         return found
 
     def _over_min(self, snap: Snapshot, live: list[Obj]) -> set[str]:
@@ -737,6 +894,7 @@ class Checker:
             if name := allocated_from(pod):
                 taken[name].append(pod)
         placeable_now: set[str] = set()
+        placements = _Placements.of(snap, live, waiting)
         where: dict[str, str] = {}  # a node that takes it, for the report
         reclaimable_now: set[str] = set()
         for pod in waiting:
@@ -765,7 +923,8 @@ class Checker:
                 if _over(after, amounts(limits.get("max"))):
                     continue
                 within_min = not _over(after, amounts(limits.get("min")))
-            nodes = [n for n in free if eligible(pod["spec"], snap.nodes[n])]
+            allows = _pod_rules_allow(pod, placements)
+            nodes = [n for n in free if eligible(pod["spec"], snap.nodes[n]) and allows(n)]
             sum_ok = quota is None or not _over(_plus(everyone, wanted), total_min)
             fitting = [n for n in nodes if _fits(wanted, room(n))]
             if sum_ok and fitting:
@@ -948,6 +1107,94 @@ class Checker:
                 if now - seen >= grace:
                     late(f"{name} once", f"allocateOnce reservation {name} allocated, {phase}")
         return found
+
+
+@dataclass
+class _Placements:
+    """Where pods are (bound, or nominated), read once per snapshot for the rules between
+    pods in the liveness check."""
+
+    snap: Snapshot
+    labels: dict[str, dict[str, str]]
+    there: list[tuple[Obj, str]]
+    guarded: list[tuple[Obj, str]]  # those with required anti-affinity of their own
+
+    @classmethod
+    def of(cls, snap: Snapshot, live: list[Obj], waiting: list[Obj]) -> _Placements:
+        labels = {n: (o["metadata"].get("labels") or {}) for n, o in snap.nodes.items()}
+        there = [(p, p["spec"]["nodeName"]) for p in live] + [
+            (p, p["status"]["nominatedNodeName"])
+            for p in waiting
+            if (p.get("status") or {}).get("nominatedNodeName")
+        ]
+        return cls(snap, labels, there, [(p, w) for p, w in there if _anti_terms(p)])
+
+
+def _pod_rules_allow(pod: Obj, placements: _Placements) -> Callable[[str], bool]:
+    """Which nodes the pod's anti-affinity (and other pods' against it) and its
+    DoNotSchedule spread surely let it on now, counting pessimistically: pods being
+    deleted and pods nominated count where they add to the pod's domain, not where they
+    would lower the least-loaded one."""
+    snap, labels = placements.snap, placements.labels
+    namespace = pod["metadata"]["namespace"]
+    barred: set[tuple[str, str]] = set()  # (topology key, value) the pod may not join
+    for term in _anti_terms(pod):
+        topology = term.get("topologyKey") or ""
+        namespaces = term.get("namespaces") or [namespace]
+        for other, where in placements.there:
+            value = labels.get(where, {}).get(topology)
+            if (
+                other is not pod
+                and value is not None
+                and other["metadata"]["namespace"] in namespaces
+                and _selected(term.get("labelSelector"), other)
+            ):
+                barred.add((topology, value))
+    for other, where in placements.guarded:
+        for term in _anti_terms(other):
+            topology = term.get("topologyKey") or ""
+            value = labels.get(where, {}).get(topology)
+            namespaces = term.get("namespaces") or [other["metadata"]["namespace"]]
+            if (
+                other is not pod
+                and value is not None
+                and namespace in namespaces
+                and _selected(term.get("labelSelector"), pod)
+            ):
+                barred.add((topology, value))
+    spread: list[tuple[str, set[str]]] = []  # (topology key, the values it may join)
+    for c in pod["spec"].get("topologySpreadConstraints") or ():
+        if c.get("whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        topology = c.get("topologyKey") or ""
+        eligible = {
+            n for n in snap.nodes if topology in labels[n] and selects(pod["spec"], snap.nodes[n])
+        }
+        selector = c.get("labelSelector")
+        most: Counter[str] = Counter()
+        fewest: Counter[str] = Counter()
+        for other, where in placements.there:
+            if (
+                other is not pod
+                and where in eligible
+                and other["metadata"]["namespace"] == namespace
+                and _selected(selector, other)
+            ):
+                most[labels[where][topology]] += 1
+                if other["spec"].get("nodeName") and not other["metadata"].get("deletionTimestamp"):
+                    fewest[labels[where][topology]] += 1
+        domains = {labels[n][topology] for n in eligible}
+        least = min((fewest[d] for d in domains), default=0)
+        room = int(c.get("maxSkew") or 1) + least - int(_selected(selector, pod))
+        spread.append((topology, {d for d in domains if most[d] <= room}))
+
+    def allows(node: str) -> bool:
+        mine = labels.get(node, {})
+        if any(mine.get(topology) == value for topology, value in barred):
+            return False
+        return all(mine.get(topology) in values for topology, values in spread)
+
+    return allows
 
 
 def _show(free: Mapping[str, Decimal]) -> str:

@@ -1,7 +1,9 @@
 """Randomized load for the reliability tests: pods of random sizes and priorities created
 and deleted, some tolerating a dedicated taint, some with required node affinity to a zone;
-quotas; reservations that expire soon or outlive the run, some taken by their owners;
-nodes tainted, cordoned and uncordoned, deleted and added."""
+some that must not share a zone with each other (required pod anti-affinity), some that
+must spread over zones (DoNotSchedule, maxSkew 1); quotas; reservations that expire soon
+or outlive the run, some taken by their owners; nodes tainted, cordoned and uncordoned,
+deleted and added."""
 
 from __future__ import annotations
 
@@ -19,8 +21,11 @@ from tests.integration.cluster import Nodes, PriorityClasses, pod_body
 
 SIZES = ("500m", "1", "2", "4")
 ZONES = ("a", "b", "c")
+ZONE = "berth.test/zone"
 DEDICATED = {"key": "berth.test/dedicated", "value": "batch", "effect": "NoSchedule"}
 QUARANTINE = {"key": "berth.test/quarantine", "value": "", "effect": "NoExecute"}
+SOLO = {"berth.test/solo": "yes"}  # at most one such pod per zone (and namespace)
+SPREAD = {"berth.test/spread": "yes"}  # spread over the zones, skew at most 1
 
 
 @dataclass
@@ -94,17 +99,34 @@ class Churn:
 
     def _pod(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
         spec: dict[str, Any] = {"nodeSelector": {"berth.test/group": self.group}}
+        labels = dict(labels or {})
+        affinity: dict[str, Any] = {}
         if self.rng.random() < 0.3:
             spec["tolerations"] = [{"key": DEDICATED["key"], "operator": "Exists"}]
         if self.rng.random() < 0.2:
             zones = self.rng.sample(ZONES, 2)
             term = {"matchExpressions": [
                 {"key": "berth.test/zone", "operator": "In", "values": zones}]}  # fmt: skip
-            spec["affinity"] = {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-                }
+            affinity["nodeAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
             }
+        roll = self.rng.random()
+        if roll < 0.1:
+            labels.update(SOLO)
+            term = {"labelSelector": {"matchLabels": SOLO}, "topologyKey": ZONE}
+            affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        elif roll < 0.2:
+            labels.update(SPREAD)
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "berth.test/zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": SPREAD},
+                }
+            ]
+        if affinity:
+            spec["affinity"] = affinity
         return pod_body(
             name,
             self.scheduler,

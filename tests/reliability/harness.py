@@ -109,13 +109,17 @@ async def churned(
         """Kill -9 at a random moment once it works (its view synced), and restart it: a
         kill during start-up only would prove little."""
         rng = random.Random(scheduler + "-kills")
+        synced = berth.log.read_text().count(SYNCED)
         while not stop.is_set() and outcome.kills < scale.kills:
-            synced = berth.log.read_text().count(SYNCED)
             await eventually(functools.partial(_logged, berth, SYNCED, synced), within=120)
             await asyncio.sleep(rng.uniform(0.0, 3.0))
+            synced = berth.log.read_text().count(SYNCED)
             berth.kill()
             outcome.kills += 1
             berth.start()
+        # The liveness bounds are a working scheduler's: they start once the last restart
+        # has synced its view (start-up alone takes seconds on a loaded machine).
+        await eventually(functools.partial(_logged, berth, SYNCED, synced), within=120)
 
     checking = asyncio.create_task(judge())
     killing = asyncio.create_task(killer()) if crash else None

@@ -63,6 +63,8 @@ MUTATIONS = {
     "cordon ignored": Mutation(disable("NodeUnschedulable"), "after it was cordoned"),
     "node affinity ignored": Mutation(disable("NodeAffinity"), "nodeSelector/affinity not met"),
     "capacity ignored": Mutation(disable("NodeResourcesFit"), "allocatable"),
+    "pod anti-affinity ignored": Mutation(disable("InterPodAffinity"), "anti-affinity"),
+    "topology spread ignored": Mutation(disable("PodTopologySpread"), "skew"),
     "quotas ignored": Mutation(disable("CapacityScheduling"), "sum of mins"),
     "reservations ignored": Mutation(disable("Reservation"), r"^reservation \S+ Pending"),
     # Without node deletions: pods left on a deleted node count for their quota until

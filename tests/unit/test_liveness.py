@@ -12,6 +12,7 @@ from kubernetes_asyncio.client import Configuration, CoreV1Api
 
 from berth.health import Heartbeat, Progress
 from berth.kube.client import FencedApiClient, NotLeading, api_client, fence_writes
+from berth.operators.worker import Worker, liveness
 
 
 class Clock:
@@ -53,6 +54,54 @@ def test_a_loop_that_stops_going_round_while_work_waits_is_dead(
     clock.now += 61
     waiting[0] = False
     assert check(), "nothing waits: nothing to be late for"
+
+
+async def test_an_operator_worker_stuck_in_a_decision_fails_the_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that finishes decisions is alive, an idle one too; one whose reconcile
+    hangs on an await while its keys wait fails after the stall time, and recovers once
+    it finishes a decision."""
+    clock = Clock(monkeypatch)
+    release = asyncio.Event()
+    decided: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        if key == "hangs":
+            await release.wait()
+        decided.append(key)
+
+    worker = Worker("thing", reconcile)
+    check = liveness(stall_after=60)
+    worker.start()
+    try:
+        worker.mark("a")
+        for _ in range(100):
+            if decided:
+                break
+            await asyncio.sleep(0)
+        assert decided == ["a"]
+        clock.now += 3600
+        assert check(), "idle: nothing waits"
+        worker.mark("hangs")
+        await asyncio.sleep(0)
+        worker.mark("b")  # waits behind the stuck decision
+        assert check()
+        clock.now += 59
+        assert check()
+        clock.now += 2
+        assert not check(), "work waited 61 s with no decision finished"
+        release.set()
+        for _ in range(100):
+            if decided[-1:] == ["b"]:
+                break
+            await asyncio.sleep(0)
+        assert decided == ["a", "hangs", "b"]
+        assert check(), "deciding again: alive"
+    finally:
+        await worker.stop()
+    clock.now += 3600
+    assert check(), "a stopped worker is not watched"
 
 
 class Recorder:

@@ -173,6 +173,84 @@ async def test_a_bound_pod_deleted_brings_back_a_pod_it_kept_out() -> None:
     assert loop.queue.counts()["unschedulable"] == 0
 
 
+def cpu_quota(namespace: str, minimum: str, maximum: str, used: str | None = None) -> Json:
+    body: Json = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "name": "q",
+            "namespace": namespace,
+            "uid": f"q-{namespace}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"min": {"cpu": minimum}, "max": {"cpu": maximum}},
+    }
+    if used is not None:
+        body["status"] = {"used": {"cpu": used}}
+    return body
+
+
+async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> None:
+    """Quotas a (min 4) and b (min 6) together may use 10 cpu; 9 are bound and a pod of b
+    nominated after a preemption holds the tenth, so a's new pod is refused for the sum
+    of mins. The operator's status writes and a quota-less pod's deletion change nothing
+    the refusal rests on (retrying on them keeps lower priorities waiting behind it); the
+    nominated pod's deletion frees the tenth, and the pod binds."""
+    profile = {
+        "schedulerName": "berth-scheduler",
+        "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
+    }
+    quota_less = pod("free", "1", node_name="n3")
+    nominated = pod("b-nominated", "1", namespace="b", nominated="n2", scheduler="other")
+    loop = Loop(
+        node("n1", cpu="5"),
+        node("n2", cpu="5"),
+        node("n3", cpu="1"),
+        pod("b-held", "5", namespace="b", node_name="n1"),
+        pod("b-held2", "1", namespace="b", node_name="n2"),
+        pod("a-held", "3", namespace="a", node_name="n2"),
+        quota_less,
+        nominated,
+        berth_pod("a-new", "1", namespace="a"),
+        profile=profile,
+    )
+    on_quota = loop.parts.events.on_custom("ElasticQuota")
+    on_quota("ADDED", cpu_quota("a", "4", "6"))
+    on_quota("ADDED", cpu_quota("b", "6", "8"))
+    await loop.attempt()
+    [refusal] = loop.writer.events("FailedScheduling")
+    assert "total ElasticQuota used is more than Min (cpu: 9 used + 1 nominated" in refusal
+    assert loop.queue.counts()["unschedulable"] == 1
+    on_quota("MODIFIED", cpu_quota("b", "6", "8", used="6"))
+    loop.parts.events.on_pod("DELETED", quota_less)
+    assert loop.queue.counts()["unschedulable"] == 1, "nothing it waits for changed"
+    loop.parts.events.on_pod("DELETED", nominated)
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("a-new", "n2")) in loop.writer.calls
+
+
+async def test_a_quota_refusal_is_retried_when_the_quota_rules_change() -> None:
+    profile = {
+        "schedulerName": "berth-scheduler",
+        "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
+    }
+    loop = Loop(
+        node("n1", cpu="4"),
+        pod("held", "2", namespace="a", node_name="n1"),
+        berth_pod("more", "1", namespace="a"),
+        profile=profile,
+    )
+    on_quota = loop.parts.events.on_custom("ElasticQuota")
+    on_quota("ADDED", cpu_quota("a", "2", "2"))
+    await loop.attempt()
+    assert loop.queue.counts()["unschedulable"] == 1
+    on_quota("MODIFIED", cpu_quota("a", "3", "3"))
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("more", "n1")) in loop.writer.calls
+
+
 def reservation(name: str, cpu: str, **spec: Any) -> Json:
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",

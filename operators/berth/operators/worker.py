@@ -14,6 +14,10 @@ marked key, in order, one at a time, and follows what came of it:
 A mark is news, so a marked key is decided at once even while it waits out a backoff.
 Marks that arrive during a decision are kept for the next round: nothing is lost, and an
 object marked many times meanwhile is decided once.
+
+Each finished decision beats the worker's heartbeat; ``berth run``'s liveness probe fails
+when a started worker has had work waiting (a key marked or due, or a decision under way)
+with no beat for the configured time: a reconcile stuck on an await is a dead operator.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
+from berth.health import Heartbeat, Progress
 from berth.kube.write import Stale
 
-__all__ = ["Backoff", "Reconcile", "Worker", "wall_clock"]
+__all__ = ["Backoff", "Reconcile", "Worker", "liveness", "wall_clock"]
 
 Reconcile = Callable[[str], Awaitable[datetime | None]]
 """Decide one key and write what differs; return when to decide it again, if ever."""
@@ -80,6 +85,8 @@ class Worker:
         self._failures: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.heartbeat = Heartbeat()
+        self._deciding = False
 
     def mark(self, key: str) -> None:
         self._marked.add(key)
@@ -93,10 +100,18 @@ class Worker:
         """The earliest time a key is due (a recheck or a retry), if any is."""
         return min(self._due.values(), default=None)
 
+    def waiting(self) -> bool:
+        """Work is waiting: a key marked or due by now, or a decision under way."""
+        now = self.clock()
+        return self._deciding or bool(self._marked) or any(at <= now for at in self._due.values())
+
     def start(self) -> None:
+        self.heartbeat.beat()
         self._task = asyncio.create_task(self._run(), name=f"{self.kind}-worker")
+        _STARTED[self] = None
 
     async def stop(self) -> None:
+        _STARTED.pop(self, None)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -124,6 +139,14 @@ class Worker:
 
     async def _reconcile(self, key: str) -> None:
         self._due.pop(key, None)
+        self._deciding = True
+        try:
+            await self._decide(key)
+        finally:
+            self._deciding = False
+            self.heartbeat.beat()
+
+    async def _decide(self, key: str) -> None:
         where = {self.key_field: key}
         try:
             recheck = await self.reconcile(key)
@@ -149,3 +172,29 @@ class Worker:
         self._failures.pop(key, None)
         if recheck is not None:
             self._due[key] = recheck
+
+
+# The started workers (the operators run once per process, as Kopf's registry does).
+_STARTED: dict[Worker, None] = {}
+
+
+def liveness(stall_after: float) -> Callable[[], bool]:
+    """A liveness check over every started worker: failing while one has had work waiting
+    for ``stall_after`` seconds without finishing a decision."""
+    checks: dict[Worker, Progress] = {}
+
+    def check() -> bool:
+        for worker in list(checks):
+            if worker not in _STARTED:
+                del checks[worker]
+        alive = True
+        for worker in list(_STARTED):
+            progress = checks.get(worker)
+            if progress is None:
+                progress = checks[worker] = Progress(worker.heartbeat, worker.waiting, stall_after)
+            if not progress():
+                logger.error("operator worker stalled", kind=worker.kind, namespace=None)
+                alive = False
+        return alive
+
+    return check

@@ -45,7 +45,8 @@ class ActionType(IntFlag):
     ALL = ADD | DELETE | UPDATE
 
 
-# Resources events are about. Pod events are about pods bound (or assumed) to a node.
+# Resources events are about. Pod events are about pods bound (or assumed) to a node, or
+# nominated to one.
 POD = "Pod"
 NODE = "Node"
 PERSISTENT_VOLUME = "PersistentVolume"

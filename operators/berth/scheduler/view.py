@@ -106,8 +106,11 @@ class ClusterView:
             pod = self.pods.pop(uid, None) or PodInfo.from_pod(raw)
             was_counted = self._uncount(uid) is not None
             self.assumed.pop(uid, None)
-            self.nominated.pop(uid, None)
-            return pod, ClusterEvent(POD, ActionType.DELETE) if was_counted else None
+            # A pending pod nominated after a preemption held the room (and quota) freed
+            # for it: others may take it now.
+            was_nominated = self.nominated.pop(uid, None) is not None
+            deleted = was_counted or was_nominated
+            return pod, ClusterEvent(POD, ActionType.DELETE) if deleted else None
         previous = self.pods.get(uid)
         pod = PodInfo.update(previous, raw)
         self.pods[pod.uid] = pod

@@ -134,10 +134,20 @@ class CapacityScheduling(Plugin):
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (
-            on(ELASTIC_QUOTA, ActionType.ALL),
-            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(ELASTIC_QUOTA, ActionType.ADD | ActionType.DELETE),
+            on(ELASTIC_QUOTA, ActionType.UPDATE, _quota_rules_changed),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self._frees_quota),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
         )
+
+    def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        """A pod gone or shrunk gives quota back only where quotas count it: any pod in a
+        quota tree (the root's share is the cluster less what pods outside hold), else a
+        pod of a namespace with a quota. Retrying every refused pod on every deletion
+        keeps the queue busy with pods nothing helped, ahead of lower priorities."""
+        if not isinstance(old, PodInfo) or self.tree.quotas:
+            return True
+        return self.ledger.quota_of(old.namespace) is not None
 
     # -- accounting ------------------------------------------------------------------
 
@@ -663,6 +673,20 @@ class QuotaVictims:
 
     def evicted(self, victim: PodInfo) -> None:
         self.plugin.evicted(victim)
+
+
+def _quota_rules_changed(pod: PodInfo, old: Any, new: Any) -> bool:
+    """An ElasticQuota update helps only when what the scheduler reads changed (spec, tree
+    labels and annotations): the operator's ``status.used`` writes, one per change of the
+    pods, never turn a refusal around (the ledger counts the pods themselves)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return True
+    return _rules(old) != _rules(new)
+
+
+def _rules(quota: dict[str, Any]) -> tuple[Any, ...]:
+    meta = quota.get("metadata") or {}
+    return quota.get("spec"), meta.get("labels"), meta.get("annotations")
 
 
 def _sum(a: Resources, b: Resources) -> Resources:

@@ -6,7 +6,6 @@ from berth.demo.stories import (
     migration,
     preemptor_reservation,
     quota,
-    quota_tree,
     scale_up,
     stranger,
     why_pending,
@@ -22,7 +21,6 @@ STORIES: tuple[Story, ...] = (
     preemptor_reservation.STORY,
     why_pending.STORY,
     migration.STORY,
-    quota_tree.STORY,
 )
 
 __all__ = ["STORIES"]

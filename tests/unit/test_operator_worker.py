@@ -208,3 +208,31 @@ async def test_the_loop_wakes_on_a_mark() -> None:
         await asyncio.wait_for(decided.wait(), 10)
     finally:
         await worker.stop()
+
+
+async def test_with_concurrency_distinct_keys_are_decided_together_up_to_the_limit() -> None:
+    in_flight: list[int] = [0]
+    peak: list[int] = [0]
+    decided: list[str] = []
+    release = asyncio.Event()
+
+    async def reconcile(key: str) -> datetime | None:
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        await release.wait()
+        in_flight[0] -= 1
+        decided.append(key)
+        return None
+
+    worker = Worker("thing", reconcile, concurrency=3)
+    worker.mark_all(f"k{i}" for i in range(7))
+    drain = asyncio.create_task(worker.drain())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert in_flight[0] == 3, "three keys decided at once, the rest wait for a slot"
+    assert worker.waiting()
+    release.set()
+    await drain
+    assert sorted(decided) == [f"k{i}" for i in range(7)]
+    assert peak[0] == 3
+    assert not worker.waiting()

@@ -63,7 +63,8 @@ class Backoff:
 
 
 class Worker:
-    """Marked and due keys of one operator, reconciled one at a time."""
+    """Marked and due keys of one operator, reconciled one at a time, or with
+    ``concurrency`` above 1 that many distinct keys at once (never one key twice at once)."""
 
     def __init__(
         self,
@@ -73,9 +74,13 @@ class Worker:
         key_field: str = "name",
         clock: Callable[[], datetime] = wall_clock,
         backoff: Backoff = Backoff(),
+        concurrency: int = 1,
     ) -> None:
-        """``kind`` and ``key_field`` (what a key names: ``name`` or ``namespace``) label logs."""
+        """``kind`` and ``key_field`` (what a key names: ``name`` or ``namespace``) label logs.
+        ``concurrency`` above 1 only for an operator whose decisions are independent of each
+        other (one object each, no limit counted across objects)."""
         self.kind = kind
+        self.concurrency = concurrency
         self.reconcile = reconcile
         self.key_field = key_field
         self.clock = clock
@@ -86,7 +91,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.heartbeat = Heartbeat()
-        self._deciding = False
+        self._deciding = 0
 
     def mark(self, key: str) -> None:
         self._marked.add(key)
@@ -103,7 +108,9 @@ class Worker:
     def waiting(self) -> bool:
         """Work is waiting: a key marked or due by now, or a decision under way."""
         now = self.clock()
-        return self._deciding or bool(self._marked) or any(at <= now for at in self._due.values())
+        return (
+            self._deciding > 0 or bool(self._marked) or any(at <= now for at in self._due.values())
+        )
 
     def start(self) -> None:
         self.heartbeat.beat()
@@ -121,8 +128,17 @@ class Worker:
         now = self.clock()
         keys = self._marked | {key for key, at in self._due.items() if at <= now}
         self._marked = set()
-        for key in sorted(keys):
-            await self._reconcile(key)
+        if self.concurrency == 1:
+            for key in sorted(keys):
+                await self._reconcile(key)
+            return
+        slots = asyncio.Semaphore(self.concurrency)
+
+        async def one(key: str) -> None:
+            async with slots:
+                await self._reconcile(key)
+
+        await asyncio.gather(*(one(key) for key in sorted(keys)))
 
     async def _run(self) -> None:
         while True:
@@ -139,11 +155,11 @@ class Worker:
 
     async def _reconcile(self, key: str) -> None:
         self._due.pop(key, None)
-        self._deciding = True
+        self._deciding += 1
         try:
             await self._decide(key)
         finally:
-            self._deciding = False
+            self._deciding -= 1
             self.heartbeat.beat()
 
     async def _decide(self, key: str) -> None:

@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, SchedulingV1Api
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.nodes import kwok_node
@@ -86,6 +86,33 @@ def pod_body(
     return body
 
 
+async def only_these_quotas(api: ApiClient, namespaces: set[str], within: float = 120.0) -> None:
+    """Wait until every ElasticQuota left is in ``namespaces``: quotas of earlier tests
+    (their namespaces still being deleted) change the sum of mins and the drawn tree."""
+    custom = CustomObjectsApi(api)
+
+    async def alone() -> bool:
+        listed = await custom.list_cluster_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
+        )
+        return all(q["metadata"]["namespace"] in namespaces for q in listed["items"])
+
+    await eventually(alone, within=within)
+
+
+async def no_namespace_terminating(api: ApiClient, within: float = 180.0) -> None:
+    """Wait until no namespace is being deleted. Before a test restarts the API server:
+    the controller manager can leave a namespace deletion that the restart interrupts
+    unfinished for good, and its objects would stay in every later test's view."""
+    core = CoreV1Api(api)
+
+    async def settled() -> bool:
+        listed = await core.list_namespace()
+        return all(ns.status.phase != "Terminating" for ns in listed.items)
+
+    await eventually(settled, within=within)
+
+
 class PriorityClasses:
     """PriorityClasses made for one test (the API server sets pods' priority from them)."""
 
@@ -105,7 +132,25 @@ class PriorityClasses:
             }
         )
         self.names.append(name)
+        await self._admitted(name)
         return name
+
+    async def _admitted(self, name: str) -> None:
+        """Until the API server's priority admission has the class in its cache, a pod naming
+        it is refused ("no PriorityClass with name ... was found"): ask with a dry run."""
+        core = CoreV1Api(self.api.api_client)
+        probe = pod_body("priority-probe", "nobody", priority_class=name)
+
+        async def admitted() -> bool:
+            try:
+                await core.create_namespaced_pod("default", probe, dry_run="All")
+            except ApiException as err:
+                if err.status != 403 or "PriorityClass" not in (err.body or ""):
+                    raise
+                return False
+            return True
+
+        await eventually(admitted)
 
     async def delete_all(self) -> None:
         for name in self.names:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
 
-from tests.integration.cluster import Nodes, Pods, pod_body
+from tests.integration.cluster import Nodes, Pods, only_these_quotas, pod_body
 from tests.integration.processes import BerthRun
 from tests.support import REPO, eventually
 
@@ -66,17 +66,6 @@ def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> I
         yield process
     finally:
         process.stop()
-
-
-async def only_these_quotas(api: ApiClient, namespaces: set[str]) -> None:
-    """Quotas of earlier tests (namespaces still being deleted) would change the sum of mins."""
-    custom = CustomObjectsApi(api)
-
-    async def alone() -> bool:
-        listed = await custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
-        return all(q["metadata"]["namespace"] in namespaces for q in listed["items"])
-
-    await eventually(alone, within=60)
 
 
 class Team:

@@ -29,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.kubectl import Kubectl, KubectlError
 from berth.operators.admission import CONFIGURATION
-from tests.integration.cluster import pod_body
+from tests.integration.cluster import only_these_quotas, pod_body
 from tests.integration.processes import BerthRun
 from tests.support import eventually
 
@@ -244,6 +244,9 @@ async def test_quota_tree_shows_the_tree_with_its_status(
         return all(_status(team, field) == "1" for field in ("request", "runtime", "used"))
 
     await eventually(written, WITHIN)
+    # Both commands draw every quota of the cluster: none of an earlier test may vanish
+    # between them.
+    await only_these_quotas(api, {tree.namespace})
     env = {**os.environ, "KUBECONFIG": kubeconfig_path}
     berth_tree = await asyncio.to_thread(
         subprocess.run,

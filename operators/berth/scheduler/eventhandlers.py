@@ -230,6 +230,11 @@ class EventHandlers:
         """A pod assumed on a node was forgotten (its binding failed): its room is free."""
         self._requeue(ClusterEvent(POD, ActionType.DELETE), pod, None)
 
+    def unnominated(self, pod: PodInfo) -> None:
+        """A pending pod's nomination was dropped: the room and quota it held are free, as
+        when a nominated pod is deleted."""
+        self._requeue(ClusterEvent(POD, ActionType.DELETE), pod, None)
+
 
 def _action(event: str) -> ActionType:
     if event == "ADDED":

@@ -406,6 +406,9 @@ async def test_no_lower_priority_pods_anywhere() -> None:
     assert result.message == (
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
+    # No candidate: the result empties the pod's nomination (kube-scheduler's ModeOverride).
+    assert result.override
+    assert result.nominated_node == ""
 
 
 async def test_only_unresolvable_nodes() -> None:
@@ -460,6 +463,7 @@ async def test_not_eligible_while_its_victims_terminate() -> None:
     assert result.message == (
         "preemption: not eligible due to a terminating pod on the nominated node."
     )
+    assert not result.override  # ModeNoop: it keeps its nomination while they leave
 
 
 async def test_a_pod_terminating_for_another_reason_does_not_block_preemption() -> None:

@@ -230,6 +230,84 @@ async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> Non
     assert ("bind", ("a-new", "n2")) in loop.writer.calls
 
 
+def both_nominated(*pending: Json) -> Loop:
+    """Quotas a (min 4) and b (min 6), 9 of their 10 cpu bound, a pod of each nominated to
+    n2 after a reclaim, and ``pending`` before them in the queue."""
+    profile = {
+        "schedulerName": "berth-scheduler",
+        "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
+    }
+    loop = Loop(
+        node("n1", cpu="5"),
+        node("n2", cpu="5"),
+        pod("b-held", "5", namespace="b", node_name="n1"),
+        pod("b-held2", "1", namespace="b", node_name="n2"),
+        pod("a-held", "3", namespace="a", node_name="n2"),
+        *pending,
+        berth_pod("b-nominated", "1", namespace="b", nominated="n2"),
+        berth_pod("a-nominated", "1", namespace="a", nominated="n2"),
+        profile=profile,
+    )
+    on_quota = loop.parts.events.on_custom("ElasticQuota")
+    on_quota("ADDED", cpu_quota("a", "4", "6"))
+    on_quota("ADDED", cpu_quota("b", "6", "8"))
+    return loop
+
+
+async def test_a_refused_pod_no_eviction_helps_drops_its_nomination() -> None:
+    """Quotas a (min 4) and b (min 6) together may use 10 cpu; 9 are bound. A pod of each
+    was nominated to n2 after a reclaim, and each nomination counts against the other:
+    b's pod is refused for the sum of mins (9 used + 1 nominated + 1 requested > 10) and
+    no eviction helps it (nobody is over a min for it), so its nomination goes, as
+    kube-scheduler drops a nomination when preemption finds no candidate. a's pod, within
+    its min, then fits. Were the nomination kept, a's pod would be refused the same way
+    and both would wait for each other forever."""
+    loop = both_nominated()
+    assert set(loop.parts.view.nominated) == {"uid-b-b-nominated", "uid-a-a-nominated"}
+    first = await loop.attempt()
+    assert first.name == "b-nominated"
+    [refusal] = loop.writer.events("FailedScheduling")
+    assert "(cpu: 9 used + 1 nominated + 1 requested > 10)" in refusal
+    assert "uid-b-b-nominated" not in loop.parts.view.nominated
+    assert ("nominate", ("b-nominated", "")) in loop.writer.calls
+    assert loop.queue.is_unschedulable("uid-b-b-nominated")  # its own drop did not help it
+    await loop.attempt()
+    assert ("bind", ("a-nominated", "n2")) in loop.writer.calls
+
+
+async def test_a_dropped_nomination_brings_back_the_pods_it_kept_out() -> None:
+    """As in the test above, with a pod of a (higher priority, never nominated) refused
+    first while both nominations held the share: b's dropped nomination sends it back to
+    be tried, as the deletion of a nominated pod would."""
+    loop = both_nominated(berth_pod("a-waiting", "1", namespace="a", priority=10))
+    assert (await loop.attempt()).name == "a-waiting"
+    assert "9 used + 1 nominated + 1 requested > 10" in loop.writer.events("FailedScheduling")[-1]
+    assert loop.queue.is_unschedulable("uid-a-a-waiting")
+    assert (await loop.attempt()).name == "b-nominated"
+    assert ("nominate", ("b-nominated", "")) in loop.writer.calls
+    assert not loop.queue.is_unschedulable("uid-a-a-waiting")
+
+
+async def test_a_pod_whose_victims_still_terminate_keeps_its_nomination() -> None:
+    """Not eligible to preempt again (its victim on the nominated node is still leaving),
+    the pod keeps the room it was nominated to, as in kube-scheduler."""
+    preempted = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    victim = pod("victim", "4", node_name="n1", deleting=True, conditions=(preempted,))
+    loop = Loop(
+        node("n1", cpu="4"),
+        victim,
+        berth_pod("preemptor", "2", priority=100, nominated="n1"),
+    )
+    await loop.attempt()
+    [refusal] = loop.writer.events("FailedScheduling")
+    assert "not eligible due to a terminating pod on the nominated node" in refusal
+    assert "uid-default-preemptor" in loop.parts.view.nominated
+    assert not [c for c in loop.writer.calls if c[0] == "nominate"]
+    loop.parts.events.on_pod("DELETED", victim)
+    await loop.attempt()
+    assert ("bind", ("preemptor", "n1")) in loop.writer.calls
+
+
 async def test_a_quota_refusal_is_retried_when_the_quota_rules_change() -> None:
     profile = {
         "schedulerName": "berth-scheduler",

@@ -230,6 +230,18 @@ class EventHandlers:
         """A pod assumed on a node was forgotten (its binding failed): its room is free."""
         self._requeue(ClusterEvent(POD, ActionType.DELETE), pod, None)
 
+    def unnominated(self, pod: PodInfo) -> None:
+        """A pending pod's nomination was dropped: the room and quota it held are free for
+        the others, as when a nominated pod is deleted (not for itself: it just failed)."""
+        if self.queue is None:
+            return
+        event = ClusterEvent(POD, ActionType.DELETE)
+        self.queue.move(
+            lambda other, rejected_by: (
+                other.uid != pod.uid and self._helps(other, rejected_by, event, pod, None)
+            )
+        )
+
 
 def _action(event: str) -> ActionType:
     if event == "ADDED":

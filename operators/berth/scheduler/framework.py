@@ -252,6 +252,9 @@ class PostFilterResult:
     message: str = ""
     attempted: bool = False  # a preemption was tried (the pod was eligible)
     victims: int = 0
+    # kube-scheduler's NominatingMode: True (ModeOverride) sets the pod's nomination to
+    # ``nominated_node``, "" clearing it; False (ModeNoop) leaves it as it is.
+    override: bool = False
 
 
 @runtime_checkable

@@ -133,17 +133,25 @@ class Evaluator:
         if not candidates:
             text = histogram_text(histogram)
             message = f"preemption: 0/{diagnosis.nodes} nodes are available: {text}."
-            return self.fail(message, attempted=True)
+            # No node would take it even after evictions: a nomination it holds from an
+            # earlier preemption is dropped, or it keeps room and quota nobody gets.
+            return self.fail(message, attempted=True, override=True)
         best = min(candidates, key=Candidate.rank)
         guarded = await self.handle.runner.run_before_eviction(state, pod, best.node)
         if not guarded.ok:
             return self.fail(f"preemption: {guarded.message}", attempted=True)
         await self._prepare(pod, best, preempted_message, policy)
-        return PostFilterResult(nominated_node=best.node, attempted=True, victims=len(best.victims))
+        return PostFilterResult(
+            nominated_node=best.node, attempted=True, victims=len(best.victims), override=True
+        )
 
-    def fail(self, message: str, *, attempted: bool = False) -> PostFilterResult:
+    def fail(
+        self, message: str, *, attempted: bool = False, override: bool = False
+    ) -> PostFilterResult:
         status = unschedulable(self.name, message)
-        return PostFilterResult(status=status, message=message, attempted=attempted)
+        return PostFilterResult(
+            status=status, message=message, attempted=attempted, override=override
+        )
 
     def not_eligible(self, pod: PodInfo, diagnosis: Diagnosis, policy: VictimPolicy) -> str:
         """Why the pod may not preempt now, or "" (kube-scheduler's PodEligibleToPreemptOthers)."""

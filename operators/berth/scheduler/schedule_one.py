@@ -138,6 +138,7 @@ class ScheduleOne:
                 )
         message = fit_message(fit.diagnosis, result.message)
         self.queue.unschedulable(pod, fit.diagnosis.plugins)
+        unnominate = self._drops_nomination(pod, results)
         self._record("unschedulable", started, fwk)
         logger.info(
             "pod unschedulable",
@@ -153,11 +154,28 @@ class ScheduleOne:
             self.decisions.record(
                 of_attempt(fwk, state, pod, fit.diagnosis, result, message, names)
             )
-            self._spawn(self._report_unschedulable(pod, message))
+            self._spawn(self._report_unschedulable(pod, message, unnominate))
 
-    async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:
+    def _drops_nomination(self, pod: PodInfo, results: list[PostFilterResult]) -> bool:
+        """Drop the pod's nomination when the last PostFilter that set one (ModeOverride)
+        left it empty, as kube-scheduler's nominator does; True if the status needs it too.
+
+        A nomination held by a pod that no longer fits anywhere would keep room and quota
+        from others, who may hold theirs against it in turn. A pod not eligible to preempt
+        (its victims still terminating) keeps its nomination."""
+        overriding = [r for r in results if r.override]
+        if not overriding or overriding[-1].nominated_node:
+            return False
+        held = self.view.nominated.pop(pod.uid, None) is not None
+        if held:
+            self.events.unnominated(pod)
+        return held or bool(pod.nominated_node)
+
+    async def _report_unschedulable(self, pod: PodInfo, message: str, unnominate: bool) -> None:
         self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
         try:
+            if unnominate:
+                await self.writer.nominate(pod, "")
             await self.writer.unschedulable(pod, message)
         except Exception as err:
             logger.info(

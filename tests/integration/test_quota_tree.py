@@ -20,6 +20,8 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
 
+from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.reservation.preemption import reservation_name
 from tests.integration.cluster import Nodes
 from tests.integration.processes import BerthRun
 from tests.support import REPO, eventually
@@ -327,6 +329,28 @@ async def test_borrowed_capacity_comes_back_through_reservations(
         tree.namespaces["team-b"], field_selector="reason=ReservedForPreemption"
     )
     assert held.items, "no Reservation held what the reclaim freed"
+    # One trainer per reclaiming pod, no more; and what each reclaim freed went to the pod
+    # it was freed for, through its own Reservation (none to a third pod).
+    preempted = await core.list_namespaced_event(
+        tree.namespaces["team-a"], field_selector="reason=Preempted"
+    )
+    victims = {e.involved_object.name for e in preempted.items}
+    assert len(victims) == 5, f"{len(victims)} of team-a's trainers reclaimed, not 5: {victims}"
+    pods = await core.list_namespaced_pod(tree.namespaces["team-b"], label_selector="app=trainer")
+    bound = [p for p in pods.items if p.spec.node_name and not p.metadata.deletion_timestamp]
+    strays = [
+        p.metadata.name
+        for p in bound
+        if allocated_to(p.metadata.annotations)
+        != reservation_name(p.metadata.namespace, p.metadata.name, p.metadata.uid)
+    ]
+    assert not strays, f"team-b pods bound without their own Reservation: {strays}"
+
+
+def allocated_to(annotations: dict[str, str] | None) -> str:
+    """The Reservation a pod was bound into, from Koordinator's annotation."""
+    text = (annotations or {}).get(ALLOCATED_ANNOTATION)
+    return str(json.loads(text)["name"]) if text else ""
 
 
 async def test_the_quota_using_least_of_its_runtime_goes_first(

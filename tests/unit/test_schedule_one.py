@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.scheduler.assembly import Assembly, assemble
 from berth.scheduler.config import Profile
+from berth.scheduler.framework import CycleState
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.reservations import template_pod
@@ -452,6 +453,41 @@ async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() ->
     loop.queue.move_all()
     assert [(await loop.attempt()).name for _ in range(2)] == ["stranger", "preemptor"]
     assert [c[1] for c in loop.writer.calls if c[0] == "bind"] == [("preemptor", "n1")]
+
+
+def _held_for(loop: Loop, raw: Json, node_name: str) -> tuple[int, int]:
+    """(cpu millis, pod slots) the nominated pods hold on the node against ``raw``."""
+    framework = loop.parts.profile().framework
+    state = CycleState()
+    framework.run_pre_filter(state, PodInfo.from_pod(raw))
+    nodes = loop.parts.view.nodes
+    if state.nominated is None:
+        return 0, 0
+    row = nodes.index[node_name]
+    return int(state.nominated[row, nodes.columns["cpu"]]), int(
+        state.nominated[row, nodes.columns["pods"]]
+    )
+
+
+async def test_a_preemptors_nomination_does_not_hold_again_what_its_reservation_holds() -> None:
+    """The Reservation made for the preemptor holds the freed room on the node; its
+    nomination holding it too would count it twice, and the next preemptor there would
+    evict one pod more than it needs."""
+    lows = [pod(f"low-{i}", "1", node_name="n1") for i in range(4)]
+    loop = Loop(node("n1", cpu="4"), *lows, berth_pod("p1", "1", priority=100), profile=STORY_1)
+    await loop.attempt()
+    assert len([c for c in loop.writer.calls if c[0] == "evict"]) == 1
+    assert "p1" in {other.name for _node, other in loop.parts.view.nominated.values()}
+    assert _held_for(loop, berth_pod("p2", "1", priority=50), "n1") == (0, 0)
+    # Without the switch there is no reservation: the nomination holds the room itself.
+    plain = Loop(
+        node("n1", cpu="4"),
+        *lows,
+        berth_pod("p1", "1", priority=100),
+        profile={**STORY_1, "pluginConfig": []},
+    )
+    await plain.attempt()
+    assert _held_for(plain, berth_pod("p2", "1", priority=50), "n1") == (1000, 1)
 
 
 async def test_without_the_switch_no_reservation_is_made_for_a_preemptor() -> None:

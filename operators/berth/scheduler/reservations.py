@@ -271,6 +271,27 @@ class ReservationBook:
     def on(self, node: str) -> list[Held]:
         return [h for h in self.held.values() if h.node == node]
 
+    def holding_for(self, pod: PodInfo, node: str) -> Resources:
+        """What one reservation on ``node`` that ``pod`` owns still holds there: the most
+        any of them offers, resource by resource (a pod is placed in one reservation).
+
+        A preemptor's own Reservation already holds the room its victims free, so its
+        nomination must not hold that room a second time."""
+        facts = None
+        best: Resources = {}
+        for held in self.held.values():
+            if held.node != node or held.used_up:
+                continue
+            if facts is None:
+                facts = facts_of(pod.raw)
+            if not is_owner(held.reservation, facts):
+                continue
+            remaining = held.remaining()
+            covered = {r: min(v, remaining.get(r, 0)) for r, v in pod.requests.items()}
+            if sum(covered.values()) > sum(best.values()):
+                best = covered
+        return best
+
 
 def granted(obj: dict[str, Any], template: PodInfo) -> Resources:
     """What a placed reservation holds: ``status.allocatable``, granted when it was placed.

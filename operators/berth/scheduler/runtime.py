@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from berth.podresources import Resources
 from berth.scheduler.framework import (
     SUCCESS,
     BindPlugin,
@@ -202,7 +203,9 @@ class Framework:
     def _hold_nominated(self, state: CycleState, pod: PodInfo) -> None:
         """Put the nominated pods that outrank or equal ``pod`` on their nodes in ``state``.
 
-        Capacity freed for a preemptor stays its own against pods of lower priority.
+        Capacity freed for a preemptor stays its own against pods of lower priority. What a
+        Reservation the preemptor owns holds for it on that node (``reservePreemptedCapacity``)
+        is already counted there and is not held twice.
         """
         view = self.view
         held = [
@@ -213,16 +216,20 @@ class Framework:
         if not held:
             return
         nodes = view.nodes
-        rows = [
-            (nodes.index.get(node), other, nodes.vector(other.requests)) for node, other in held
-        ]
+        book = self.handle.reservations
+        rows = []
+        for node, other in held:
+            row = nodes.index.get(node)
+            if row is not None:
+                covered = book.holding_for(other, node)
+                rows.append((row, other, nodes.vector(_beyond(other, covered)), bool(covered)))
         table = np.zeros_like(nodes.requested)  # after vector(): every column exists
         pods_col = nodes.columns["pods"]
-        for row, other, vector in rows:
-            if row is not None:
-                table[row] += vector
+        for row, other, vector, reserved in rows:
+            table[row] += vector
+            if not reserved:  # else the reservation's own pod slot stands for it
                 table[row, pods_col] += 1
-                state.nominated_pods.setdefault(row, []).append(other)
+            state.nominated_pods.setdefault(row, []).append(other)
         state.nominated = table
 
     # -- after filtering --------------------------------------------------------------
@@ -287,3 +294,10 @@ class Framework:
 def _name(plugin: object) -> str:
     name: str = getattr(plugin, "name", type(plugin).__name__)
     return name
+
+
+def _beyond(pod: PodInfo, covered: Resources) -> Resources:
+    """The pod's requests less what a reservation already holds for it."""
+    if not covered:
+        return pod.requests
+    return {r: v - covered.get(r, 0) for r, v in pod.requests.items()}

@@ -6,6 +6,7 @@ from berth.demo.stories import (
     migration,
     preemptor_reservation,
     quota,
+    quota_tree,
     scale_up,
     stranger,
     why_pending,
@@ -21,6 +22,7 @@ STORIES: tuple[Story, ...] = (
     preemptor_reservation.STORY,
     why_pending.STORY,
     migration.STORY,
+    quota_tree.STORY,
 )
 
 __all__ = ["STORIES"]

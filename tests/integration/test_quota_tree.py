@@ -9,21 +9,30 @@ Status and Koordinator's annotations carry the runtime table.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
 
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.reservation.preemption import reservation_name
 from tests.integration.cluster import Nodes
 from tests.integration.processes import BerthRun
+from tests.reliability.checker import Snapshot, snapshot
+from tests.reliability.quota_invariants import (
+    reclaim_victim,
+    reclaim_without_reservation,
+    tree_over_max,
+)
 from tests.support import REPO, eventually
 
 GROUP, VERSION, PLURAL = "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
@@ -156,6 +165,89 @@ class Walkthrough:
 
         await eventually(refused, WITHIN)
         return messages[-1]
+
+
+class TreeInvariants:
+    """The reliability checker's tree invariants judged on the cluster every second while a
+    test runs: no quota's subtree over its max, no reclaim eviction before a Reservation of
+    its preemptor. Pods and Reservations are remembered as last seen, since victims and
+    spent Reservations may be gone by the end."""
+
+    def __init__(self, api: ApiClient, namespaces: Iterable[str]) -> None:
+        self.api = api
+        self.namespaces = list(namespaces)
+        self.samples = 0
+        self.found: list[str] = []
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.reservations: dict[str, dict[str, Any]] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def sample(self) -> Snapshot:
+        snap = await snapshot(self.api, self.namespaces)
+        self.samples += 1
+        mine = [p for p in snap.pods if p["metadata"]["namespace"] in self.namespaces]
+        quotas = [q for q in snap.quotas if q["metadata"]["namespace"] in self.namespaces]
+        self.found += tree_over_max(quotas, mine)
+        for pod in mine:
+            self.remember(pod)
+        for reservation in snap.reservations:
+            self.reservations[reservation["metadata"]["uid"]] = reservation
+        return snap
+
+    def remember(self, pod: dict[str, Any]) -> None:
+        """Keep a pod's latest version, but never lose the one that marked it a victim."""
+        uid = pod["metadata"]["uid"]
+        if reclaim_victim(pod) or not reclaim_victim(self.pods.get(uid, pod)):
+            self.pods[uid] = pod
+
+    async def _run(self) -> None:
+        while True:
+            await self.sample()
+            await asyncio.sleep(1.0)
+
+    async def _watch(self, namespace: str) -> None:
+        """Every version of the namespace's pods: a victim may be gone between samples."""
+        core = CoreV1Api(self.api)
+        while True:
+            async with watch.Watch().stream(core.list_namespaced_pod, namespace) as stream:
+                async for event in stream:
+                    self.remember(event["raw_object"])
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(self._run()),
+            *(asyncio.create_task(self._watch(n)) for n in self.namespaces),
+        ]
+
+    async def verdict(self) -> list[str]:
+        """Every violation seen, the reclaim order judged on a last sample; fails unless
+        some reclaim victim was seen marked, so the order check is not vacuous."""
+        assert self.tasks, "never started"
+        await self.stop()
+        last = await self.sample()
+        victims = [p for p in self.pods.values() if reclaim_victim(p)]
+        assert victims, f"no reclaim victim seen marked in {self.samples} samples"
+        return self.found + reclaim_without_reservation(
+            last.preempted, self.pods, self.reservations.values()
+        )
+
+
+@pytest.fixture
+async def invariants(
+    api: ApiClient, team_namespaces: dict[str, str]
+) -> AsyncIterator[TreeInvariants]:
+    """The tree invariants, judged while the test runs once it calls ``start``."""
+    watcher = TreeInvariants(api, team_namespaces.values())
+    try:
+        yield watcher
+    finally:
+        await watcher.stop()
 
 
 @pytest.fixture
@@ -302,11 +394,12 @@ async def test_a_lending_limit_caps_what_others_borrow(
 
 
 async def test_borrowed_capacity_comes_back_through_reservations(
-    walkthrough: Walkthrough, berth: BerthRun
+    walkthrough: Walkthrough, berth: BerthRun, invariants: TreeInvariants
 ) -> None:
     tree = walkthrough
     await tree.apply_quotas()
     berth.start()
+    invariants.start()
     # A non-preemptible pod of team-a (within its min) and its trainers borrowing the rest.
     await tree.apply_workloads("non-preemptible.yaml")
     await tree.settle({"team-a": (2, 1)}, app="server")
@@ -345,6 +438,7 @@ async def test_borrowed_capacity_comes_back_through_reservations(
         != reservation_name(p.metadata.namespace, p.metadata.name, p.metadata.uid)
     ]
     assert not strays, f"team-b pods bound without their own Reservation: {strays}"
+    assert await invariants.verdict() == []
 
 
 def allocated_to(annotations: dict[str, str] | None) -> str:

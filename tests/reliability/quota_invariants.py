@@ -120,7 +120,8 @@ def tree_over_max(quotas: Iterable[Obj], pods: Iterable[Obj]) -> list[str]:
     return out
 
 
-def _reclaim_victim(pod: Obj) -> bool:
+def reclaim_victim(pod: Obj) -> bool:
+    """Whether the scheduler marked the pod preempted to return quota capacity."""
     return any(
         c.get("type") == "DisruptionTarget" and RECLAIM_MARK in (c.get("message") or "")
         for c in (pod.get("status") or {}).get("conditions") or ()
@@ -160,7 +161,7 @@ def reclaim_without_reservation(
         if event.get("reason") != "Preempted":
             continue
         victim = victims.get((event.get("involvedObject") or {}).get("uid", ""))
-        if victim is None or not _reclaim_victim(victim):
+        if victim is None or not reclaim_victim(victim):
             continue
         preemptor = _preemptor_of(event)
         when = _event_time(event)

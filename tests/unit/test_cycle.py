@@ -188,3 +188,28 @@ def test_only_enough_nodes_are_scored_and_the_search_rotates() -> None:
     assert first.row < 100
     second = env.schedule(pod("q", "1"))
     assert second.row >= 100
+
+
+# -- a preemptor's nominated node ------------------------------------------------------------
+
+
+def test_a_nominated_node_that_passes_every_filter_is_taken_unscored() -> None:
+    """kube-scheduler evaluates the nominated node first: the pod goes where its victims
+    made room, even where another node would score higher."""
+    env = make_env(
+        node("busy", cpu="4"),
+        node("idle", cpu="4"),
+        pod("there", "3", node_name="busy"),
+    )
+    assert env.node_for(pod("p", "1")) == "idle"
+    placement = env.schedule(pod("p", "1", nominated="busy"))
+    assert (placement.node, placement.feasible, placement.scored) == ("busy", 1, 1)
+
+
+def test_a_nominated_node_that_no_longer_fits_is_passed_over() -> None:
+    env = make_env(
+        node("busy", cpu="4"),
+        node("idle", cpu="4"),
+        pod("there", "4", node_name="busy"),
+    )
+    assert env.node_for(pod("p", "1", nominated="busy")) == "idle"

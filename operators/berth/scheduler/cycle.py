@@ -1,6 +1,7 @@
 """The scheduling algorithm of one attempt: find the nodes that fit, score them, pick one.
 
 kube-scheduler's ``schedulePod``: the framework runs PreFilter and Filter over every row;
+a preemptor's nominated node is taken when it passes them;
 ``percentageOfNodesToScore`` limits how many feasible nodes are scored, taken round robin
 from where the last attempt stopped; ties between the best scores are broken at random.
 Pure decision logic over the cluster view: no API calls, no awaits.
@@ -53,6 +54,9 @@ class Cycle:
         rows, diagnosis = self.feasible(state, pod)
         if len(rows) == 0:
             raise FitError(diagnosis)
+        nominated = self._nominated_row(pod, rows)
+        if nominated is not None:
+            return Placement(nodes.names[nominated], nominated, 1, 1)
         rows = self._to_score(rows, nodes)
         if len(rows) == 1:
             row = int(rows[0])
@@ -61,6 +65,19 @@ class Cycle:
         best = np.flatnonzero(total == total.max())
         row = int(rows[best[self.rng.randrange(len(best))]])
         return Placement(nodes.names[row], row, len(rows), len(rows))
+
+    def _nominated_row(self, pod: PodInfo, rows: Ints) -> int | None:
+        """The pod's nominated node when it passes every filter: kube-scheduler tries a
+        preemptor's nominated node first and takes it unscored, so the pod goes where its
+        victims made room (and into the Reservation held for it there), not to another node
+        that happens to score higher."""
+        view = self.framework.view
+        held = view.nominated.get(pod.uid)
+        node = held[0] if held is not None else pod.nominated_node
+        row = view.nodes.index.get(node) if node else None
+        if row is None or not bool(np.any(rows == row)):
+            return None
+        return row
 
     def _to_score(self, rows: Ints, nodes: NodeTable) -> Ints:
         """kube-scheduler's percentageOfNodesToScore: enough feasible nodes, round robin."""

@@ -301,6 +301,20 @@ async def test_symmetric_anti_affinity_refusal(case: Case) -> None:
     assert berth.messages == kube.messages
 
 
+async def test_a_relabelled_pod_is_matched_by_its_new_labels(case: Case) -> None:
+    # A bound pod relabelled out of an anti-affinity term no longer keeps others off its
+    # node: both schedulers hold each pod's latest version (kube-scheduler's UpdatePod).
+    only = await case.node("n0")
+
+    async def run(side: Side, _: Scheduler | None) -> None:
+        await case.bind(side, "web-0", cpu="100m", labels=WEB)
+        await case.core.patch_namespaced_pod("web-0", case.namespace, {"metadata": {"labels": DB}})
+        await case.bind(side, "web-1", cpu="100m", labels=WEB, affinity=anti(HOSTNAME, WEB))
+
+    kube, berth = await case.both(run)
+    assert kube.placed == berth.placed == {"web-0": only, "web-1": only}
+
+
 async def test_score_case_two_nodes(case: Case) -> None:
     # Two 4 cpu / 8Gi nodes, one holding 2 cpu / 4Gi, the other 250m / 6Gi; a pod of
     # 500m / 256Mi. kube-scheduler v1.36 scores balance by the change the pod brings.

@@ -235,6 +235,20 @@ def test_prod_usage_thresholds_check_prod_pods_against_prod_usage() -> None:
     assert env(*hot, args={"prodUsageThresholds": {"cpu": 50}}).feasible(cpu_pod("p")) == []
 
 
+def test_a_pod_relabelled_out_of_prod_no_longer_counts_as_prod_usage() -> None:
+    # The report gives no priority: a pod's own class decides, from the labels it has now.
+    objects = (
+        node("n1"),
+        metric("n1", "3500m", pods=[("default", "web", "2500m")]),
+        bound("web", "n1", "1", 600),
+    )
+    made = env(*objects, args={"prodUsageThresholds": {"cpu": 50}})
+    assert made.feasible(cpu_pod("prod")) == []  # prod 63% > 50
+    made.events.on_pod("MODIFIED", bound("web", "n1", "1", 600, labels=BATCH))
+    assert load(made, prod_only=True) == {}
+    assert made.feasible(cpu_pod("prod")) == ["n1"]
+
+
 def test_aggregated_thresholds_read_the_percentile_and_window() -> None:
     windows = [("5m", {"p95": "3500m", "avg": "1"}), ("10m", {"p95": "1"})]
     objects = (node("n1"), metric("n1", "500m", aggregated=windows))

@@ -341,6 +341,19 @@ def test_latest_start_is_the_start_time_not_the_creation_time() -> None:
     assert min([worse, better], key=Candidate.rank) is better
 
 
+def test_candidates_rank_by_the_victims_start_time_the_watch_shows_now() -> None:
+    # "early" was counted on n1 when bound, before the kubelet started it (no startTime:
+    # as if started now, the latest); its startTime came with a later update.
+    not_started = bound("early", "4", "n1", priority=1)
+    del not_started["status"]["startTime"]
+    env = make_env(
+        node("n1"), node("n2"), not_started, bound("late", "4", "n2", priority=1, started=200)
+    )
+    env.events.on_pod("MODIFIED", bound("early", "4", "n1", priority=1, started=100))
+    # All else equal, the node whose top victim started latest.
+    assert chosen(env, pod("p", "2", priority=100)) == "n2"
+
+
 def test_the_cheapest_node_is_chosen() -> None:
     env = make_env(
         node("costly"),
@@ -464,6 +477,24 @@ async def test_not_eligible_while_its_victims_terminate() -> None:
         "preemption: not eligible due to a terminating pod on the nominated node."
     )
     assert not result.override  # ModeNoop: it keeps its nomination while they leave
+
+
+async def test_not_eligible_once_a_victim_bound_earlier_starts_terminating() -> None:
+    # The victim was counted on its node when bound; the preemption that marks and
+    # deletes it arrives as an update, which the node's pods follow (kube-scheduler's
+    # NodeInfo holds the latest pod object).
+    env = make_env(node("n1"), bound("victim", "4", "n1", priority=1))
+    preemptor = pod("p", "2", priority=100, nominated="n1")
+    plugin = preemption(env)
+    _, pod_info, diagnosis = env.diagnose(preemptor)
+    assert plugin.evaluator.not_eligible(pod_info, diagnosis, plugin) == ""
+    env.events.on_pod(
+        "MODIFIED", bound("victim", "4", "n1", priority=1, deleting=True, conditions=(PREEMPTED,))
+    )
+    result = await post_filter(env, preemptor)
+    assert result.message == (
+        "preemption: not eligible due to a terminating pod on the nominated node."
+    )
 
 
 async def test_a_pod_terminating_for_another_reason_does_not_block_preemption() -> None:

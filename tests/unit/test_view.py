@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from berth.scheduler.clusterevents import POD, ActionType, ClusterEvent
 from berth.scheduler.messages import NO_NODES
 from tests.unit.scheduler_fixtures import (
+    EPOCH,
     Env,
     host_port,
     info,
@@ -125,6 +127,72 @@ def test_assumed_pod_counted_once_when_the_binding_shows_up() -> None:
     assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
 
 
+def test_a_counted_pod_is_its_latest_version() -> None:
+    """As in kube-scheduler's cache (UpdatePod: remove, then add), a node holds each of
+    its pods as the watch shows it now, counted once."""
+    env = make_env(node("n1"), pod("a", "3", node_name="n1", labels={"v": "1"}))
+    env.events.on_pod(
+        "MODIFIED", pod("a", "3", node_name="n1", labels={"v": "2"}, started=60, deleting=True)
+    )
+    [counted] = env.view.pods_on("n1")
+    assert counted is env.view.pods["uid-default-a"]
+    assert counted.labels == {"v": "2"}
+    assert counted.deleting
+    assert counted.started == EPOCH.timestamp() + 60
+    assert env.node_for(pod("p", "1")) == "n1"
+    assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_a_bound_pod_replaces_the_version_assumed() -> None:
+    env = make_env(node("n1"))
+    raw = pod("first", "3")
+    env.view.assume(info(raw), "n1")
+    env.events.on_pod("MODIFIED", pod("first", "3", node_name="n1"))
+    [counted] = env.view.pods_on("n1")
+    assert counted is env.view.pods["uid-default-first"]
+    assert counted.node_name == "n1"
+
+
+def test_a_resized_pod_counts_its_new_requests_once() -> None:
+    env = make_env(node("n1"), pod("a", "3", node_name="n1"))
+    env.events.on_pod("MODIFIED", pod("a", "1", node_name="n1", labels={"v": "2"}))
+    [counted] = env.view.pods_on("n1")
+    assert counted.labels == {"v": "2"}
+    assert env.node_for(pod("p", "3")) == "n1"
+    assert env.message(pod("p", "4")) == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_a_status_update_leaves_what_is_derived_from_the_nodes_pods_alone() -> None:
+    """Status updates (the kubelet's, most of a pod's events) do not move the row's
+    version, so what plugins derive per row is not recomputed; a change of labels or
+    the start of termination does."""
+    env = make_env(node("n1"), pod("a", "1", node_name="n1"))
+    versions = env.view.nodes.row_versions
+    before = int(versions[0])
+    ready = pod("a", "1", node_name="n1", started=30)
+    ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    env.events.on_pod("MODIFIED", ready)
+    assert int(versions[0]) == before
+    env.events.on_pod("MODIFIED", pod("a", "1", node_name="n1", labels={"v": "2"}))
+    assert int(versions[0]) > before
+    before = int(versions[0])
+    env.events.on_pod("MODIFIED", pod("a", "1", node_name="n1", labels={"v": "2"}, deleting=True))
+    assert int(versions[0]) > before
+
+
+def test_the_cluster_event_a_bound_pods_update_amounts_to() -> None:
+    env = make_env(node("n1"), pod("a", "3", node_name="n1"))
+    assert env.view.on_pod("MODIFIED", pod("a", "3", node_name="n1", started=30))[1] is None
+    relabelled = pod("a", "3", node_name="n1", labels={"v": "2"})
+    assert env.view.on_pod("MODIFIED", relabelled)[1] == ClusterEvent(
+        POD, ActionType.UPDATE_POD_LABEL
+    )
+    resized = pod("a", "1", node_name="n1", labels={"v": "3"})
+    assert env.view.on_pod("MODIFIED", resized)[1] == ClusterEvent(
+        POD, ActionType.UPDATE_POD_SCALE_DOWN
+    )
+
+
 def test_node_deleted_and_added_again_keeps_counting_its_pods() -> None:
     n1 = node("n1")
     env = make_env(n1, pod("a", "3", node_name="n1"))
@@ -138,6 +206,15 @@ def test_node_deleted_and_added_again_keeps_counting_its_pods() -> None:
 def test_pods_seen_before_their_node_count_when_it_appears() -> None:
     env = make_env(pod("early", "3", node_name="n1"))
     env.add(node("n1"))
+    assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_pods_seen_before_their_node_count_in_their_latest_version() -> None:
+    env = make_env(pod("a", "3", node_name="n1"))
+    env.events.on_pod("MODIFIED", pod("a", "3", node_name="n1", labels={"v": "2"}))
+    env.add(node("n1"))
+    [counted] = env.view.pods_on("n1")
+    assert counted.labels == {"v": "2"}
     assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."
 
 

@@ -42,7 +42,8 @@ class NodeTable:
         self.taints: list[tuple[Taint, ...]] = []
         self.ports: list[dict[HostPort, int]] = []
         self.pods: list[dict[str, PodInfo]] = []
-        # Bumped whenever a row's node or pods change, so per-node derivations can be cached.
+        # Bumped whenever a row's node or pods change (a pod's status alone does not), so
+        # per-node derivations can be cached.
         self.row_versions: Ints = np.zeros(capacity, dtype=np.int64)
         self.label_generation = 0
         self.taint_generation = 0
@@ -172,6 +173,24 @@ class NodeTable:
             return
         self.pods[row][pod.uid] = pod
         self._account(row, pod, 1)
+
+    def update_pod(self, row: int, pod: PodInfo) -> None:
+        """Hold the latest version of a counted pod whose requests and ports did not
+        change (a resize is ``remove_pod`` then ``add_pod``). The row's version moves
+        only when what is derived from a node's pods may differ: the pod's labels
+        (selectors), its termination (topology spread leaves terminating pods out) or
+        its spec; status updates, most of a pod's events, leave it alone."""
+        pods = self.pods[row]
+        counted = pods.get(pod.uid)
+        if counted is None or counted is pod:
+            return
+        pods[pod.uid] = pod
+        if (
+            counted.labels != pod.labels
+            or counted.deleting != pod.deleting
+            or not pod.same_spec(counted)
+        ):
+            self.row_versions[row] += 1
 
     def remove_pod(self, row: int, pod: PodInfo) -> None:
         counted = self.pods[row].pop(pod.uid, None)

@@ -174,7 +174,15 @@ class PodInfo:
             started=_timestamp(status.get("startTime")) or None,
             preempted=bool(meta.get("deletionTimestamp")) and _preempted(status),
             scheduled_at=_scheduled_at(status),
+            # What plugins derived from the pod may read its labels.
+            extra=previous.extra if labels == previous.labels else {},
         )
+
+    def same_spec(self, other: PodInfo) -> bool:
+        """Whether both versions carry one parse of the spec, which ``update`` passes on
+        when only the metadata, status or binding changed. (False does not say the specs
+        differ: equal ones parsed twice are not one parse.)"""
+        return self.requests is other.requests
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any]) -> PodInfo:

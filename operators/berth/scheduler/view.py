@@ -121,8 +121,7 @@ class ClusterView:
             if self.counted_on.get(pod.uid) != pod.node_name:
                 self._count(pod, pod.node_name)
                 event = ClusterEvent(POD, ActionType.ADD)
-            elif self._stale(pod):
-                self._count(pod, pod.node_name)
+            elif self._recount(pod):
                 event = ClusterEvent(POD, ActionType.UPDATE_POD_SCALE_DOWN)
             elif previous is not None:
                 event = _pod_update(previous, pod)
@@ -138,13 +137,31 @@ class ClusterView:
             self.nominated.pop(pod.uid, None)
         return pod, event
 
-    def _stale(self, pod: PodInfo) -> bool:
-        """A counted pod whose requests changed (in-place resize) is counted afresh."""
+    def _recount(self, pod: PodInfo) -> bool:
+        """Put the latest version of a pod counted on its node in the place of the one
+        counted, as kube-scheduler's cache does on every update (UpdatePod: RemovePod,
+        then AddPod): what scheduling reads of a node's pods (labels for selectors,
+        termination, start time) is what the watch shows now. A pod whose requests
+        changed (in-place resize) is counted afresh; True then."""
         row = self.nodes.index.get(pod.node_name)
         if row is None:
+            waiting = self.orphans.get(pod.node_name)
+            if waiting is not None and pod.uid in waiting:
+                waiting[pod.uid] = pod
             return False
         counted = self.nodes.pods[row].get(pod.uid)
-        return counted is not None and counted.requests != pod.requests
+        if counted is None:
+            return False
+        if (
+            counted.requests != pod.requests
+            or counted.nonzero_cpu != pod.nonzero_cpu
+            or counted.nonzero_memory != pod.nonzero_memory
+            or counted.host_ports != pod.host_ports
+        ):
+            self._count(pod, pod.node_name)
+            return True
+        self.nodes.update_pod(row, pod)
+        return False
 
     def on_priority_class(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]

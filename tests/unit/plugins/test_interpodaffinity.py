@@ -87,6 +87,36 @@ def test_terminating_pods_still_count() -> None:
     assert env.feasible(wanted) == ["b1"]
 
 
+def test_a_bound_pod_is_matched_by_the_labels_it_has_now() -> None:
+    """kube-scheduler's cache replaces a pod's info on every update (UpdatePod): a bound
+    pod relabelled out of an anti-affinity term stops keeping others off its node, one
+    relabelled into it starts."""
+    env = make_env(
+        *nodes3(),
+        pod("w1", "100m", labels=WEB, node_name="a1"),
+        pod("d1", "100m", labels=DB, node_name="b1"),
+    )
+    wanted = pod("new", "100m", labels=WEB, affinity=pod_affinity(anti=[term(HOSTNAME, WEB)]))
+    assert env.feasible(wanted) == ["a2", "b1"]
+    env.events.on_pod("MODIFIED", pod("w1", "100m", labels=DB, node_name="a1"))
+    assert env.feasible(wanted) == ["a1", "a2", "b1"]
+    env.events.on_pod("MODIFIED", pod("d1", "100m", labels=WEB, node_name="b1"))
+    assert env.feasible(wanted) == ["a1", "a2"]
+
+
+def test_a_bound_pod_relabelled_moves_the_preferred_score() -> None:
+    env = make_env(
+        *nodes3(),
+        pod("w1", "100m", labels=WEB, node_name="a1"),
+        pod("d1", "100m", labels=DB, node_name="b1"),
+    )
+    wanted = pod("new", "100m", affinity=pod_affinity(preferred=[(5, term(HOSTNAME, WEB))]))
+    assert scores(env, "InterPodAffinity", wanted, "a1", "a2", "b1") == [100, 0, 0]
+    env.events.on_pod("MODIFIED", pod("w1", "100m", labels=DB, node_name="a1"))
+    env.events.on_pod("MODIFIED", pod("d1", "100m", labels=WEB, node_name="b1"))
+    assert scores(env, "InterPodAffinity", wanted, "a1", "a2", "b1") == [0, 0, 100]
+
+
 def test_namespaces_and_namespace_selector() -> None:
     env = make_env(
         zoned("a1", "a"),

@@ -53,6 +53,28 @@ def test_pods_of_other_namespaces_deleting_or_unselected_do_not_count() -> None:
     assert env.feasible(spread_pod(spread(ZONE))) == ["b1", "c1"]
 
 
+def test_a_bound_pod_counts_by_the_labels_it_has_now() -> None:
+    # kube-scheduler's cache holds each pod's latest version: relabelled into the
+    # selector, a pod counts for its zone; relabelled out of it, no longer.
+    env = make_env(
+        zoned("a1", "a"), zoned("b1", "b"), web("w1", "a1"), pod("other", "100m", node_name="b1")
+    )
+    wanted = spread_pod(spread(ZONE))
+    assert env.feasible(wanted) == ["b1"]
+    env.events.on_pod("MODIFIED", web("other", "b1"))
+    assert env.feasible(wanted) == ["a1", "b1"]
+    env.events.on_pod("MODIFIED", pod("w1", "100m", node_name="a1"))
+    assert env.feasible(wanted) == ["a1"]
+
+
+def test_a_bound_pod_that_starts_terminating_no_longer_counts() -> None:
+    env = make_env(zoned("a1", "a"), zoned("b1", "b"), web("w1", "a1"))
+    wanted = spread_pod(spread(ZONE))
+    assert env.feasible(wanted) == ["b1"]
+    env.events.on_pod("MODIFIED", web("w1", "a1", deleting=True))
+    assert env.feasible(wanted) == ["a1", "b1"]
+
+
 def test_missing_topology_label_is_unresolvable() -> None:
     env = make_env(zoned("bare", None))
     _, _, diagnosis = env.diagnose(spread_pod(spread(ZONE)))

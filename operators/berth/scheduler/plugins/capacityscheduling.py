@@ -565,17 +565,15 @@ class TreeVictims:
         self.now = time.time()
 
     def potential_victims(self, pod: PodInfo, row: int) -> list[PodInfo]:
-        """Pods it may take, as the watch shows them now (the node table keeps pods as
-        counted at binding, before they started or began terminating). Pods already
+        """Pods it may take (the node's pods as the watch shows them now). Pods already
         terminating (an earlier reclaim's victims among them) are offered too: they still
         hold their room on the node while what they free is held for someone else, so the
         dry run counts that room once; they are not evicted again."""
-        view = self.plugin.handle.view
-        on_node = {}
-        for counted in view.nodes.pods[row].values():
-            other = view.pods.get(counted.uid, counted)
-            if other.uid in self.plugin.ledger.pods or other.deleting:
-                on_node[other.uid] = other
+        on_node = {
+            other.uid: other
+            for other in self.plugin.handle.view.nodes.pods[row].values()
+            if other.uid in self.plugin.ledger.pods or other.deleting
+        }
         found = []
         for other in on_node.values():
             facts = self.plugin.reclaim_pod(other)

@@ -3,8 +3,8 @@
 Pod affinity and topology spread read, for every node, how many of its pods match a
 selector, or which terms its pods carry. Walking every pod of the cluster for each pod
 scheduled is the slow path; instead each fact is kept per row with the row's version
-(``NodeTable.row_versions``, bumped whenever the row's pods change) and only rows whose
-version moved are recomputed.
+(``NodeTable.row_versions``, bumped whenever the row's pods, or their labels, termination
+or spec, change) and only rows whose version moved are recomputed.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObj
 
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.reservation.preemption import reservation_name
-from tests.integration.cluster import Nodes
+from tests.integration.cluster import Nodes, pod_body
 from tests.integration.processes import BerthRun
 from tests.reliability.checker import Snapshot, snapshot
 from tests.reliability.quota_invariants import (
@@ -468,6 +468,94 @@ async def test_the_quota_using_least_of_its_runtime_goes_first(
             "team-b": {"runtime": "5", "used": "2"},
         }
     )
+
+
+DEFAULT_QUOTA = "koordinator-default-quota"
+
+
+async def no_gpu_pods_but_ours(api: ApiClient, namespaces: set[str]) -> None:
+    """GPU pods of earlier tests (namespaces still being deleted, their quotas gone) would
+    count in the default quota, which is the whole cluster's."""
+    core = CoreV1Api(api)
+
+    async def alone() -> bool:
+        listed = await core.list_pod_for_all_namespaces()
+        return all(
+            p.metadata.namespace in namespaces
+            for p in listed.items
+            if any(GPU in ((c.resources and c.resources.requests) or {})
+                   or GPU in ((c.resources and c.resources.limits) or {})
+                   for c in p.spec.containers)
+        )  # fmt: skip
+
+    await eventually(alone, within=WITHIN)
+
+
+async def test_pods_of_no_quota_count_in_the_default_quota_and_lower_the_runtimes(
+    walkthrough: Walkthrough, berth: BerthRun
+) -> None:
+    """A stored default quota with max 3 GPUs; four one-GPU pods of no quota (in the
+    department's namespace: a parent runs no pods, so they are no tree quota's): three run,
+    the fourth waits at the default quota's max. The root then hands down 10 - 3 = 7, and
+    team-a, wanting 8 while team-b is idle, runs 7; when the pods of no quota go, 8."""
+    tree = walkthrough
+    research = tree.namespaces["research"]
+    await no_gpu_pods_but_ours(tree.api, set(tree.namespaces.values()))
+    await tree.apply_quotas()
+    custom = CustomObjectsApi(tree.api)
+    await custom.create_namespaced_custom_object(
+        GROUP, VERSION, research, PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ElasticQuota",
+            "metadata": {"name": DEFAULT_QUOTA,
+                         "labels": {PREFIX + "parent": "koordinator-root-quota"}},
+            "spec": {"max": {GPU: "3"}},
+        },
+    )  # fmt: skip
+    core = CoreV1Api(tree.api)
+    for i in range(4):
+        body = pod_body(f"batch-{i}", tree.scheduler, labels={"app": "batch"})
+        body["spec"]["containers"][0]["resources"]["requests"][GPU] = "1"
+        body["spec"]["containers"][0]["resources"]["limits"] = {GPU: "1"}
+        await core.create_namespaced_pod(research, body)
+    berth.start()
+    await tree.settle({"research": (3, 1)}, app="batch")
+    message = await tree.waiting_message("research", app="batch")
+    assert (
+        f"Insufficient quotas, quotaName: {DEFAULT_QUOTA}, runtime: map[nvidia.com/gpu:3], "
+        "used: map[nvidia.com/gpu:3]"
+    ) in message
+
+    async def default_status(field: str) -> str | None:
+        obj = await custom.get_namespaced_custom_object(
+            GROUP, VERSION, research, PLURAL, DEFAULT_QUOTA
+        )
+        return ((obj.get("status") or {}).get(field) or {}).get(GPU)
+
+    async def default_used(expected: str) -> None:
+        async def written() -> bool:
+            return await default_status("used") == expected
+
+        await eventually(written, WITHIN)
+
+    await default_used("3")
+    assert await default_status("runtime") == "3"
+    await tree.apply_workloads("workloads.yaml", teams=("team-a",))
+    await tree.settle({"team-a": (7, 1)})
+    await tree.table(
+        {
+            "research": {"runtime": "7", "used": "7"},
+            "team-a": {"runtime": "7", "used": "7"},
+        }
+    )
+    # The pods of no quota go: the root hands down all 10 again, team-a's eighth pod runs.
+    await core.delete_collection_namespaced_pod(
+        research, label_selector="app=batch", grace_period_seconds=0
+    )
+    await tree.settle({"team-a": (8, 0)})
+    await tree.table({"team-a": {"runtime": "8", "used": "8"}})
+    await default_used("0")
 
 
 @pytest.fixture

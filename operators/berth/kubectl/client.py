@@ -115,6 +115,12 @@ class Cluster:
             )
         return list((await self.call(f"{plural}.{group}", call)).get("items") or [])
 
+    async def pods(self) -> list[dict[str, Any]]:
+        listed = await self.call(
+            "pods", self.core.list_pod_for_all_namespaces(_preload_content=False)
+        )
+        return list(listed.get("items") or [])
+
     async def nodes(self) -> list[dict[str, Any]]:
         listed = await self.call("nodes", self.core.list_node(_preload_content=False))
         return list(listed.get("items") or [])

@@ -28,6 +28,8 @@ from berth.kubectl.client import (
 )
 from berth.kubectl.errors import PluginError
 from berth.loadaware.args import LoadAwareArgs
+from berth.podresources import Resources
+from berth.quota.tree import outside_max_args
 from berth.scheduler.config import ConfigError, parse
 
 RESERVATIONS = ("scheduling.koordinator.sh", "v1alpha1", "reservations")
@@ -105,7 +107,7 @@ async def run(options: argparse.Namespace) -> str:
         if options.command == "why":
             return await run_why(cluster, namespace, options.pod, options.output)
         if options.command == "quota" and options.view == "tree":
-            return await run_quota_tree(cluster, options.output)
+            return await run_quota_tree(cluster, service.namespace, options.output)
         if options.command == "quota":
             scope = None if options.all_namespaces else namespace
             return await run_quota(cluster, scope, options.output)
@@ -138,12 +140,14 @@ async def run_quota(cluster: Cluster, namespace: str | None, output: str) -> str
     return tables.columns(rows, tables.QUOTA_HEADERS)
 
 
-async def run_quota_tree(cluster: Cluster, output: str) -> str:
+async def run_quota_tree(cluster: Cluster, config_namespace: str, output: str) -> str:
     quotas = await cluster.objects(QUOTA_GROUP, QUOTA_VERSION, "elasticquotas")
+    pods = await cluster.pods()
+    outside_max = await capacity_outside_max(cluster, config_namespace)
     if output == "json":
-        rows, refused = treeview.tree_rows(quotas)
+        rows, refused = treeview.tree_rows(quotas, pods, outside_max)
         return _json({"quotas": rows, "refused": refused})
-    return treeview.render(quotas)
+    return treeview.render(quotas, pods, outside_max)
 
 
 async def run_reservations(cluster: Cluster, node: str | None, output: str) -> str:
@@ -183,6 +187,25 @@ async def load_aware_args(cluster: Cluster, namespace: str) -> tuple[LoadAwareAr
             raise PluginError(f"ConfigMap {namespace}/{SCHEDULER_CONFIG}: {err}") from err
     args = LoadAwareArgs.parse({})
     return args, f"defaults ({_pct(args)})"
+
+
+async def capacity_outside_max(cluster: Cluster, namespace: str) -> dict[str, Resources]:
+    """The default and system quotas' max from CapacityScheduling's arguments in the
+    scheduler's ConfigMap (``defaultQuotaGroupMax``, ``systemQuotaGroupMax``); none when
+    the ConfigMap is absent or does not set them."""
+    config_map = await cluster.config_map(namespace, SCHEDULER_CONFIG)
+    text = ((config_map or {}).get("data") or {}).get(SCHEDULER_CONFIG_KEY)
+    if not text:
+        return {}
+    try:
+        settings = parse(yaml.safe_load(text), SCHEDULER_CONFIG)
+        for profile in settings.profiles:
+            for entry in profile.plugin_config:
+                if entry.name == "CapacityScheduling":
+                    return outside_max_args(entry.args)
+    except (ConfigError, ValueError, yaml.YAMLError) as err:
+        raise PluginError(f"ConfigMap {namespace}/{SCHEDULER_CONFIG}: {err}") from err
+    return {}
 
 
 def _pct(args: LoadAwareArgs) -> str:

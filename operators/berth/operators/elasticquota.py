@@ -7,8 +7,9 @@ quota's status only when it differs.
 
 The quota tree is one decision over the whole cluster: a second worker with a single key
 recomputes every tree quota's used, request and runtime from three more indices (tree
-quotas, live pods, nodes' allocatable) with :func:`berth.quota.treestatus.desired_tree`,
-and writes status and Koordinator's runtime/request annotations where they differ.
+quotas, live pods, nodes' allocatable) and the namespaces flat quotas govern (their pods
+are not the default quota's) with :func:`berth.quota.treestatus.desired_tree`, and writes
+status and Koordinator's runtime/request annotations where they differ.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from berth.kube.client import api_client
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter
 from berth.operators.registry import REGISTRY
 from berth.operators.worker import Worker
-from berth.podresources import Resources, add, pod_requests, resource_list
-from berth.podstate import TERMINAL_PHASES
+from berth.podresources import Resources, add, resource_list
 from berth.quota.status import PodRequests, QuotaSeen, desired, quota_seen
-from berth.quota.tree import PREFIX, is_tree_quota
-from berth.quota.treestatus import PodSeen, desired_tree
-from berth.quota.usage import counts_against_quota, requests_if_counted
+from berth.quota.tree import is_tree_quota
+from berth.quota.treestatus import PodSeen, desired_tree, pod_seen
+from berth.quota.usage import requests_if_counted
 
 PLURAL = "elasticquotas"
 TREE = "quota-tree"
@@ -64,17 +64,8 @@ def quota_tree_objects(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
 @kopf.index("pods", registry=REGISTRY)
 def quota_tree_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, PodSeen]:
     """Live pods, placed or waiting: a tree quota's request counts the waiting ones too."""
-    phase = (body.get("status") or {}).get("phase")
-    bound = counts_against_quota(body)
-    waiting = (
-        not body.get("spec", {}).get("nodeName")
-        and phase not in TERMINAL_PHASES
-        and not body.meta.get("deletionTimestamp")
-    )
-    if namespace is None or not (bound or waiting):
-        return {}
-    labels = {k: v for k, v in (body.meta.get("labels") or {}).items() if k.startswith(PREFIX)}
-    return {TREE: PodSeen(namespace, labels, pod_requests(body.get("spec") or {}), bound)}
+    seen = pod_seen(body) if namespace is not None else None
+    return {} if seen is None else {TREE: seen}
 
 
 @kopf.index("nodes", registry=REGISTRY)
@@ -91,9 +82,11 @@ class QuotaTree:
         objects: kopf.Index[str, dict[str, Any]],
         pods: kopf.Index[str, PodSeen],
         nodes: kopf.Index[str, Resources],
+        seen: kopf.Index[str, QuotaSeen],
     ) -> None:
         self.writer = writer
         self.objects = objects
+        self.seen = seen
         self.pods = pods
         self.nodes = nodes
         self.worker = Worker("elasticquota-tree", self.reconcile)
@@ -105,7 +98,10 @@ class QuotaTree:
         allocatable: Resources = {}
         for node in self.nodes.get(TREE, ()):
             add(allocatable, node)
-        patches = desired_tree(self.objects.get(TREE, ()), self.pods.get(TREE, ()), allocatable)
+        flat = {ns for ns in self.seen if any(not quota.tree for quota in self.seen.get(ns, ()))}
+        patches = desired_tree(
+            self.objects.get(TREE, ()), self.pods.get(TREE, ()), allocatable, flat
+        )
         for patch in patches:
             if patch.annotations:
                 body = {"metadata": {"annotations": patch.annotations}}
@@ -159,6 +155,7 @@ async def start_quotas(memo: kopf.Memo, **kwargs: Any) -> None:
         kwargs["quota_tree_objects"],
         kwargs["quota_tree_pods"],
         kwargs["quota_tree_nodes"],
+        kwargs["quotas"],
     )
     memo.quota_tree = tree
     tree.worker.start()

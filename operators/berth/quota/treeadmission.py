@@ -4,6 +4,11 @@ Runtime never exceeds max, so within runtime is within max too. A quota is check
 resources its max names (the others are unlimited for it). A non-preemptible pod
 (``preemptible=false``) may only use its quota's min: it can never be reclaimed, so it must
 never stand on borrowed capacity. Messages keep Koordinator's wording, which tools match.
+
+The default and system quotas (``berth.quota.tree.OUTSIDE``) stand beside the tree quotas
+under the root, as in Koordinator: what their pods use is taken off what the root hands
+down before the water-filling, so no tree quota's runtime promises capacity they hold, and
+their own runtime is their max, against which their pods are checked.
 """
 
 from __future__ import annotations
@@ -33,23 +38,44 @@ class TreePod:
 @dataclass
 class TreeState:
     """Used, requested and non-preemptible use of every quota (parents: their subtree),
-    and the runtime that follows from them."""
+    and the runtime that follows from them; the default and system quotas' used and
+    request, and what the root hands down to its tree quotas."""
 
     used: dict[str, Resources] = field(default_factory=dict)
     request: dict[str, Resources] = field(default_factory=dict)
     non_preemptible: dict[str, Resources] = field(default_factory=dict)
     runtime: dict[str, Resources] = field(default_factory=dict)
+    outside_used: dict[str, Resources] = field(default_factory=dict)
+    outside_request: dict[str, Resources] = field(default_factory=dict)
+    handed_down: Resources = field(default_factory=dict)
+
+
+def handed_down(total: Mapping[str, int], held: Iterable[Mapping[str, int]]) -> Resources:
+    """What the root hands down to the tree quotas: ``total`` less what ``held`` (the
+    default and system quotas' used) takes, per resource, never below zero."""
+    left = dict(total)
+    for values in held:
+        for resource, value in values.items():
+            if resource in left:
+                left[resource] -= value
+    return {resource: max(value, 0) for resource, value in left.items()}
 
 
 def tree_state(tree: QuotaTree, pods: Iterable[TreePod], total: Mapping[str, int]) -> TreeState:
     """Sum the pods into their quotas and ancestors, then compute runtime from the requests
-    of the leaf quotas and ``total`` (what the root hands down)."""
+    of the leaf quotas and what the root hands down: ``total`` (the cluster's allocatable
+    less what flat quotas' pods hold) less what the default and system quotas' pods use."""
     state = TreeState()
     # Summed per quota first, then up the chains: one addition per pod, not per ancestor.
     leaf_request: dict[str, Resources] = {}
     leaf_used: dict[str, Resources] = {}
     leaf_non_preemptible: dict[str, Resources] = {}
     for pod in pods:
+        if pod.quota in tree.outside:
+            add(state.outside_request.setdefault(pod.quota, {}), pod.request)
+            if pod.bound:
+                add(state.outside_used.setdefault(pod.quota, {}), pod.request)
+            continue
         if pod.quota not in tree.quotas:
             continue
         add(leaf_request.setdefault(pod.quota, {}), pod.request)
@@ -65,7 +91,8 @@ def tree_state(tree: QuotaTree, pods: Iterable[TreePod], total: Mapping[str, int
         for name, values in leaves.items():
             for quota in tree.chain(name):
                 add(totals.setdefault(quota.name, {}), values)
-    state.runtime = runtime_quotas(tree, leaf_request, total)
+    state.handed_down = handed_down(total, state.outside_used.values())
+    state.runtime = runtime_quotas(tree, leaf_request, state.handed_down)
     return state
 
 
@@ -156,7 +183,28 @@ def without(tree: QuotaTree, state: TreeState, freed: Iterable[TreePod]) -> Tree
     for pod in freed:
         for quota in tree.chain(pod.quota):
             add(used.setdefault(quota.name, {}), pod.request, -1)
-    return TreeState(used, state.request, state.non_preemptible, state.runtime)
+    return TreeState(
+        used,
+        state.request,
+        state.non_preemptible,
+        state.runtime,
+        state.outside_used,
+        state.outside_request,
+        state.handed_down,
+    )
+
+
+def check_outside(
+    tree: QuotaTree, state: TreeState, quota: str, request: Mapping[str, int]
+) -> TreeRejection | None:
+    """Whether a pod of the default or system quota fits its max (its runtime, as in
+    Koordinator), for the resources the max names."""
+    limit = dict(tree.outside[quota].max)
+    used = dict(state.outside_used.get(quota, {}))
+    exceeded = _exceeded(used, request, limit)
+    if exceeded:
+        return TreeRejection(OVER_RUNTIME, quota, limit, used, dict(request), exceeded)
+    return None
 
 
 def check_tree(

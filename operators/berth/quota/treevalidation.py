@@ -8,7 +8,9 @@ adding up to no more than the parent's min (per resource), a parent that runs no
 quota with pods does not become one, a pod does not name one), a parent or ``is-parent``
 change only while no pod uses the quota (or, for a parent, its subtree), a name and a
 ``namespaces`` entry no other tree quota has, and no deletion of a quota that still has
-children.
+children. An ElasticQuota named as one of Koordinator's root, default or system quotas
+must read as that quota (``berth.quota.tree.parse_reserved``), once across namespaces; no
+quota hangs from the default or system quota, and no pod names the root.
 
 Pure: the handler hands in the objects (and, when :func:`needs_pods` says so, the live
 pods) it read from the API.
@@ -30,7 +32,9 @@ from berth.quota.tree import (
     LABEL_IS_PARENT,
     LABEL_NAME,
     LABEL_PARENT,
+    OUTSIDE,
     PREFIX,
+    RESERVED,
     ROOT,
     TreeError,
     TreeQuota,
@@ -38,6 +42,7 @@ from berth.quota.tree import (
     is_tree_quota,
     parse_pod,
     parse_quota,
+    parse_reserved,
 )
 from berth.quota.usage import format_units
 
@@ -87,7 +92,7 @@ def _parsed(objects: Iterable[Json]) -> dict[str, TreeQuota]:
     quotas: dict[str, TreeQuota] = {}
     readable = []
     for obj in objects:
-        if not is_tree_quota(obj):
+        if not is_tree_quota(obj) or (obj.get("metadata") or {}).get("name") in RESERVED:
             continue
         try:
             readable.append(parse_quota(obj))
@@ -100,6 +105,8 @@ def _parsed(objects: Iterable[Json]) -> dict[str, TreeQuota]:
 
 def _try_parse(obj: Json | None) -> TreeQuota | None:
     if obj is None or not is_tree_quota(obj):
+        return None
+    if (obj.get("metadata") or {}).get("name") in RESERVED:
         return None
     try:
         return parse_quota(obj)
@@ -206,6 +213,8 @@ def review_quota(
     name = meta.get("name") or ""
     quotas = _parsed(others)
     children = sorted(q.name for q in quotas.values() if q.parent == name)
+    if name in RESERVED:
+        return _review_reserved(new, others)
     if not is_tree_quota(new):
         if children:
             return (
@@ -223,6 +232,32 @@ def review_quota(
         or _children(quota, quotas, children)
         or _emptiness(quota, old, others, quotas, pods)
     )
+
+
+def _review_reserved(new: Json, others: Sequence[Json]) -> str | None:
+    """A quota named as Koordinator's root, default or system quota reads as that quota,
+    and is the only one of its name; the system quota's namespaces are no tree quota's."""
+    meta = new.get("metadata") or {}
+    name = meta.get("name") or ""
+    try:
+        reserved = parse_reserved(new)
+    except (TreeError, QuantityError) as error:
+        return f"ElasticQuota {name}: {error}"
+    for other in others:
+        other_meta = other.get("metadata") or {}
+        if other_meta.get("name") == name and other_meta.get("namespace") != reserved.namespace:
+            return (
+                f"ElasticQuota {other_meta.get('namespace')}/{name} already has the name "
+                f"{name}: tree quotas are known by name across namespaces"
+            )
+    for namespace in reserved.namespaces:
+        for quota in _parsed(others).values():
+            if namespace in quota.namespaces:
+                return (
+                    f"ElasticQuota {name}: namespace {namespace} already belongs to "
+                    f"ElasticQuota {quota.name} (its namespaces annotation)"
+                )
+    return None
 
 
 def _review_delete(old: Json | None, others: Sequence[Json]) -> str | None:
@@ -259,6 +294,11 @@ def _parent(quota: TreeQuota, quotas: Mapping[str, TreeQuota]) -> str | None:
     """The parent exists, is a parent, is not below the quota, and has min for it."""
     if quota.parent == ROOT:
         return None
+    if quota.parent in OUTSIDE:
+        return (
+            f"ElasticQuota {quota.name}: {LABEL_PARENT} names {quota.parent}, Koordinator's "
+            "quota for pods outside the tree quotas: it holds pods, not quotas"
+        )
     parent = quotas.get(quota.parent)
     if parent is None:
         return (
@@ -363,6 +403,14 @@ def review_pod(
     except TreeError as error:
         return str(error)
     if named is None:
+        return None
+    if named == ROOT:
+        return f"{LABEL_NAME} names {ROOT}, the root of the quota tree: it runs no pods"
+    if named in OUTSIDE:
+        try:
+            build_tree(()).resolve("", labels)
+        except TreeError as error:
+            return str(error)
         return None
     quota = _parsed(quotas).get(named)
     if quota is not None and quota.is_parent:

@@ -514,3 +514,90 @@ def test_an_earlier_reclaims_victim_still_terminating_is_counted_not_evicted_aga
     plugin.evicted(info(gpu_pod("a3", "team-a", node_name="n1", deleting=True)))
     assert "uid-team-a-a3" not in plugin.ledger.pods
     assert tree_victims(env, gpu_pod("b2", "team-b")) == ["a3"]
+
+
+# -- Koordinator's default and system quotas ---------------------------------------------
+
+DEFAULT_QUOTA = "koordinator-default-quota"
+SYSTEM_QUOTA = "koordinator-system-quota"
+
+
+def with_args(**args: Any) -> Json:
+    return {**PROFILE, "pluginConfig": [{"name": "CapacityScheduling", "args": args}]}
+
+
+def test_pods_of_no_quota_lower_what_the_root_hands_down() -> None:
+    held = [gpu_pod(f"x{i}", "x", node_name="n1") for i in range(3)]
+    held.append(gpu_pod("s0", "x", node_name="n2", labels={f"{TREE}name": SYSTEM_QUOTA}))
+    waiting = [gpu_pod(f"b{i}", "team-b") for i in range(8)]
+    env = tree_cluster(*held, *waiting)
+    state = capacity(env).tree_state()
+    assert state.outside_used[DEFAULT_QUOTA][GPU] == 3
+    assert state.outside_used[SYSTEM_QUOTA][GPU] == 1
+    # 10 GPUs less 3 and 1: team-b, wanting 8, gets the 6 left.
+    assert state.handed_down[GPU] == 6
+    assert (runtime(env, "dept"), runtime(env, "team-b")) == (6, 6)
+    # A pod naming the default quota is its pod, not refused as naming a missing quota.
+    assert env.node_for(gpu_pod("x3", "x", labels={f"{TREE}name": DEFAULT_QUOTA}))
+
+
+async def test_the_default_quotas_max_refuses_pods_of_no_quota_without_preemption() -> None:
+    nodes = [node(f"n{i}", cpu="32", memory="64Gi", extra={GPU: "5"}) for i in (1, 2)]
+    env = make_env(*nodes, quota("a", 4, 6), profile=with_args(defaultQuotaGroupMax={GPU: "2"}))
+    for i in range(2):
+        bind(env, gpu_pod(f"x{i}", "x"))
+    preemptor = gpu_pod("x2", "x", priority=1000)
+    assert env.message(preemptor) == (
+        f"0/2 nodes are available: Insufficient quotas, quotaName: {DEFAULT_QUOTA}, "
+        "runtime: map[nvidia.com/gpu:2], used: map[nvidia.com/gpu:2], pod's request: "
+        "map[cpu:100m memory:128Mi nvidia.com/gpu:1 pods:1], exceedDimensions: [nvidia.com/gpu]."
+    )
+    state, pod_info, diagnosis = env.diagnose(preemptor)
+    result = await capacity(env).post_filter(state, pod_info, diagnosis)
+    assert result.message == f"preemption: ElasticQuota {DEFAULT_QUOTA} is at its max: " + (
+        "its pods preempt nothing for it"
+    )
+    # A flat quota's pods are not the default quota's; without a max nothing changes.
+    assert env.node_for(gpu_pod("a0", "a"))
+    assert make_env(*nodes, quota("a", 4, 6), profile=PROFILE).node_for(preemptor)
+
+
+def test_a_stored_default_quota_sets_the_max_over_the_argument() -> None:
+    stored = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": DEFAULT_QUOTA, "namespace": "ops", "uid": "eq-default",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"max": {GPU: "1"}},
+    }  # fmt: skip
+    nodes = [node("n1", cpu="32", memory="64Gi", extra={GPU: "5"})]
+    env = make_env(*nodes, stored, profile=with_args(defaultQuotaGroupMax={GPU: "4"}))
+    bind(env, gpu_pod("x0", "x"))
+    assert f"quotaName: {DEFAULT_QUOTA}, runtime: map[nvidia.com/gpu:1]" in env.message(
+        gpu_pod("x1", "x")
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        ({"quotaGroupNamespace": "koordinator-system"}, "quotaGroupNamespace is not supported"),
+        ({"revokePodInterval": "1s"}, "revokePodInterval is not supported"),
+        ({"hookPlugins": []}, "hookPlugins is not supported"),
+        ({"enableRuntimeQuota": False}, "enableRuntimeQuota: False is not supported"),
+        ({"defaultQuotaGroupMax": {GPU: "-1"}}, "defaultQuotaGroupMax must not be negative"),
+    ],
+)
+def test_koordinators_elasticquota_arguments_are_honoured_or_refused_by_name(
+    args: dict[str, Any], named: str
+) -> None:
+    nodes = [node("n1", cpu="32", memory="64Gi", extra={GPU: "5"})]
+    with pytest.raises(ConfigError, match=named):
+        make_env(*nodes, profile=with_args(**args))
+    honoured = with_args(
+        enableRuntimeQuota=True, systemQuotaGroupMax={"cpu": "2"}, defaultQuotaGroupMax={}
+    )
+    assert capacity(make_env(*nodes, profile=honoured)).outside_max == {
+        DEFAULT_QUOTA: {},
+        SYSTEM_QUOTA: {"cpu": 2000},
+    }

@@ -19,6 +19,11 @@ pods nor pods under their quota's min-runtime, and go in ``berth.quota.reclaim``
 Tree pods are ordered in the queue by their quota's dominant share (``queue_share``), and
 every ``overRuntimeCheckInterval`` the plugin names the unschedulable pods that may reclaim
 now (``retry_now``), which the scheduler tries again: the check itself evicts nothing.
+
+Pods of no quota count in Koordinator's default quota, pods naming the system quota in that
+one: what they use is taken off what the root hands down to the tree quotas, and when the
+quota has a max (a stored ElasticQuota of its name, else ``defaultQuotaGroupMax`` or
+``systemQuotaGroupMax``) a pod that would take it over is refused, without preemption.
 """
 
 from __future__ import annotations
@@ -38,10 +43,20 @@ from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
 from berth.quota.ledger import QuotaLedger, Rejection
 from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
-from berth.quota.tree import PREFIX, QuotaTree, TreeError, build_tree, is_tree_quota, parse_pod
+from berth.quota.tree import (
+    LABEL_NAME,
+    PREFIX,
+    QuotaTree,
+    TreeError,
+    build_tree,
+    is_tree_quota,
+    outside_max_args,
+    parse_pod,
+)
 from berth.quota.treeadmission import (
     TreePod,
     TreeState,
+    check_outside,
     check_tree,
     tree_state,
     within_runtime,
@@ -80,6 +95,31 @@ OVER_OWN_RUNTIME = "ElasticQuota {quota} is at its runtime: it reclaims nothing"
 OVER_RUNTIME_CHECK = "overRuntimeCheckInterval"
 DEFAULT_OVER_RUNTIME_CHECK = "10s"
 RECLAIM_RETRY = "ReclaimRetry"
+OUTSIDE_AT_MAX = "ElasticQuota {quota} is at its max: its pods preempt nothing for it"
+# Koordinator's ElasticQuota arguments whose only value Berth honours is how it works.
+FIXED_ARGS: dict[str, tuple[object, str]] = {
+    "enableRuntimeQuota": (True, "tree pods are checked against their runtime"),
+    "enableCheckParentQuota": (True, "every ancestor's runtime is checked too"),
+    "enableMinQuotaScale": (True, "mins over what is handed down are scaled down"),
+}
+# Koordinator's ElasticQuota arguments Berth does not honour, and why.
+NOT_HONOURED_ARGS = {
+    "quotaGroupNamespace": "Berth creates no root, default or system ElasticQuota; they are "
+    "implicit (store one of their names in any namespace to see its status, or to set a "
+    "default or system quota's max)",
+    "delayEvictTime": "Berth has no revoke controller: a pod reclaims when it needs the "
+    "capacity (see overRuntimeCheckInterval)",
+    "revokePodInterval": "Berth has no revoke controller: a pod reclaims when it needs the "
+    "capacity (see overRuntimeCheckInterval)",
+    "monitorAllQuotas": "Berth has no revoke controller: a pod reclaims when it needs the "
+    "capacity (see overRuntimeCheckInterval)",
+    "disableDefaultQuotaPreemption": "pods of no quota preempt and are preempted as without "
+    "quotas (kube-scheduler's rules); Berth cannot switch that off",
+    "enableQueueHint": "Berth's queueing hints for quotas are always on and read the live "
+    "quotas (no snapshot)",
+    "quotaSnapshotUpdateInterval": "Berth's queueing hints read the live quotas (no snapshot)",
+    "hookPlugins": "Koordinator's quota hook plugins are not implemented",
+}
 
 
 @dataclass(frozen=True)
@@ -88,6 +128,28 @@ class TreeDemand:
 
     quota: str
     preemptible: bool
+
+
+@dataclass(frozen=True)
+class OutsideRefusal:
+    """PreFilter's finding for a pod the default or system quota's max refuses."""
+
+    quota: str
+    message: str
+
+
+def _outside_max(args: dict[str, Any]) -> dict[str, Resources]:
+    """The default and system quotas' max from Koordinator's arguments, after refusing by
+    name those Berth does not honour."""
+    for name, (value, meaning) in FIXED_ARGS.items():
+        if name in args and args[name] != value:
+            raise ValueError(
+                f"{name}: {args[name]!r} is not supported; Berth works as {value!r} ({meaning})"
+            )
+    for name, why in NOT_HONOURED_ARGS.items():
+        if name in args:
+            raise ValueError(f"{name} is not supported: {why}")
+    return outside_max_args(args)
 
 
 @dataclass(frozen=True)
@@ -119,6 +181,7 @@ class CapacityScheduling(Plugin):
             ).total_seconds()
         except DurationError as error:
             raise ValueError(f"{OVER_RUNTIME_CHECK}: {error}") from error
+        self.outside_max = _outside_max(args)
         self.ledger = QuotaLedger()
         # Victims evicted by this plugin and not yet gone: their capacity is promised to
         # the pods nominated in their place, which count instead.
@@ -145,7 +208,7 @@ class CapacityScheduling(Plugin):
         quota tree (the root's share is the cluster less what pods outside hold), else a
         pod of a namespace with a quota. Retrying every refused pod on every deletion
         keeps the queue busy with pods nothing helped, ahead of lower priorities."""
-        if not isinstance(old, PodInfo) or self.tree.quotas:
+        if not isinstance(old, PodInfo) or self.tree.quotas or self.tree.outside_limited():
             return True
         return self.ledger.quota_of(old.namespace) is not None
 
@@ -174,7 +237,7 @@ class CapacityScheduling(Plugin):
         if version != self._quotas_version:
             objects = list(self.handle.view.custom.get(KIND, {}).values())
             self.ledger.set_quotas(o for o in objects if not is_tree_quota(o))
-            self.tree = build_tree(objects)
+            self.tree = build_tree(objects, self.outside_max)
             self._quotas_version = version
 
     # -- the quota tree --------------------------------------------------------------
@@ -188,7 +251,11 @@ class CapacityScheduling(Plugin):
             quota = None
         else:
             quota = self.tree.resolve(pod.namespace, labels)
-        if quota is None and any(key.startswith(PREFIX) for key in labels):
+        if (
+            quota is None
+            and named not in self.tree.outside
+            and any(key.startswith(PREFIX) for key in labels)
+        ):
             keys = ", ".join(sorted(k for k in labels if k.startswith(PREFIX)))
             raise TreeError(
                 f"{keys} apply only to pods of a quota tree; namespace "
@@ -196,10 +263,18 @@ class CapacityScheduling(Plugin):
             )
         return quota
 
+    def outside_quota_of(self, pod: PodInfo) -> str | None:
+        """The default or system quota of a pod no tree quota holds (None: a flat quota's)."""
+        governed = (
+            not pod.labels.get(LABEL_NAME) and self.ledger.quota_of(pod.namespace) is not None
+        )
+        return self.tree.outside_quota(pod.namespace, pod.labels, governed)
+
     def tree_state(self, waiting: TreePod | None = None) -> TreeState:
-        """Used, request and runtime of every tree quota; the root hands down the cluster's
-        allocatable less what pods outside the tree hold. ``waiting`` is a pod the watch has
-        not shown yet, whose request counts too."""
+        """Used, request and runtime of every tree quota, and the default and system
+        quotas' used and request; the root hands down the cluster's allocatable less what
+        those two and the flat quotas' pods hold. ``waiting`` is a pod the watch has not
+        shown yet, whose request counts too."""
         self._refresh_quotas()
         nodes = self.handle.view.nodes
         rows = nodes.present[: nodes.size]
@@ -220,13 +295,15 @@ class CapacityScheduling(Plugin):
                 quota = self.tree_quota_of(pod)
                 preemptible = parse_pod(pod.labels).preemptible
             except TreeError:
-                quota = None  # refused at its own PreFilter; holds nothing in the tree
+                quota = None  # refused at its own PreFilter; counts as the default quota's
                 preemptible = True
+            if quota is None:
+                quota = self.outside_quota_of(pod)
             request = quota_request(pod.requests)
             if quota is not None:
                 pods.append(TreePod(quota, request, bound, preemptible))
             elif bound:
-                add(total, request, -1)
+                add(total, request, -1)  # a flat quota's
         state = tree_state(self.tree, pods, total)
         if waiting is None:
             self._tree_cache = (key, state)
@@ -364,6 +441,33 @@ class CapacityScheduling(Plugin):
             )
         return unschedulable(self.name, message)
 
+    def _outside_pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
+        """The verdict of the default or system quota's max on a pod of it, None when the
+        pod is a flat quota's. Without a max (the default) every pod of it passes."""
+        quota = self.outside_quota_of(pod)
+        if quota is None:
+            return None
+        state.data[self.name] = None
+        if not self.tree.outside[quota].max:
+            return SUCCESS
+        rejection = check_outside(self.tree, self.tree_state(), quota, quota_request(pod.requests))
+        if rejection is None:
+            return SUCCESS
+        message = rejection.message()
+        state.data[self.name] = OutsideRefusal(quota, message)
+        raw = self.tree.outside[quota].raw
+        writer = self.handle.writer
+        if writer is not None and raw:
+            writer.event(
+                raw,
+                KIND,
+                rejection.reason,
+                f"Pod {pod.key}: {message}",
+                warning=True,
+                api_version=f"{GROUP}/{VERSION}",
+            )
+        return unschedulable(self.name, message)
+
     def demand(self, pod: PodInfo) -> QuotaDemand | None:
         """The pod's quota and what counts against it, None when its namespace has none."""
         self._refresh_quotas()
@@ -392,6 +496,8 @@ class CapacityScheduling(Plugin):
             return SUCCESS
         self._refresh_quotas()
         verdict = self._tree_pre_filter(state, pod)
+        if verdict is None:
+            verdict = self._outside_pre_filter(state, pod)
         if verdict is not None:
             return verdict
         demand = self.demand(pod)
@@ -444,6 +550,8 @@ class CapacityScheduling(Plugin):
         else:
             rows = self.evaluator.helpful_rows(diagnosis)
         demand = state.data[self.name] if self.name in state.data else self.demand(pod)
+        if isinstance(demand, OutsideRefusal):
+            return self.evaluator.fail(f"preemption: {OUTSIDE_AT_MAX.format(quota=demand.quota)}")
         if isinstance(demand, TreeDemand):
             tree_policy = TreeVictims(self, pod, demand)
             if not tree_policy.reclaim:
@@ -463,6 +571,8 @@ class CapacityScheduling(Plugin):
         """The quota arithmetic of the pod: its quota's used, nominated, requested, min and
         max per resource, Σ used against Σ min over all quotas, and the verdict."""
         demand = state.data.get(self.name) or self.demand(pod)
+        if isinstance(demand, OutsideRefusal):
+            return {"quota": demand.quota, "rejection": {"message": demand.message}}
         if isinstance(demand, TreeDemand):
             return self._explain_tree(pod, demand)
         if demand is None:

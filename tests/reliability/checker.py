@@ -39,6 +39,7 @@ quota's ``status.used`` (on every key either side names) agree with the pods.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -394,7 +395,9 @@ class Checker:
     _bound: set[str] = field(default_factory=set)
     _pods: dict[str, Sighting] = field(default_factory=dict)
     _judged_events: set[str] = field(default_factory=set)
-    _usage: dict[str, Amounts] = field(default_factory=dict)  # per namespace, last snapshot
+    # What each quota namespace's pods count (uid -> demand), at this look and the one before.
+    _counted: dict[str, dict[str, Amounts]] = field(default_factory=dict)
+    _counted_before: dict[str, dict[str, Amounts]] = field(default_factory=dict)
     _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
     _placeable_since: dict[str, float] = field(default_factory=dict)
     _reclaimable_since: dict[str, float] = field(default_factory=dict)
@@ -404,6 +407,8 @@ class Checker:
     _once_owners: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     _placed: dict[str, Placed] = field(default_factory=dict)  # every binding seen, by uid
     _node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # kept once gone
+    # First and last look that saw each node: pods on a deleted node count for no scheduler.
+    _node_seen: dict[str, tuple[float, float]] = field(default_factory=dict)
     _to_judge: list[str] = field(default_factory=list)  # bindings whose pod rules are due
     bound_per_namespace: Counter[str] = field(default_factory=Counter)
     # Pending pods some node surely takes now (directly, or by reclaim), by name.
@@ -591,6 +596,8 @@ class Checker:
         current: set[tuple[str, str]] = set()
         for name, node in snap.nodes.items():
             self._node_labels[name] = dict(node["metadata"].get("labels") or {})
+            first, _ = self._node_seen.get(name, (snap.taken_at, snap.taken_at))
+            self._node_seen[name] = (first, snap.taken_at)
             spec = node.get("spec") or {}
             facts = [f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
                      for t in spec.get("taints") or []]  # fmt: skip
@@ -681,6 +688,15 @@ class Checker:
                 found += self._anti_affinity(placed) + self._spread(placed)
         return found
 
+    def _node_there(self, node: str, at: float, surely: bool) -> bool:
+        """Whether the node surely (or possibly) existed around ``at``: a scheduler counts
+        no pod of a deleted node (kube-scheduler's snapshot lists existing nodes only),
+        though the pod object stays until the garbage collector removes it."""
+        first, last = self._node_seen.get(node, (math.inf, -math.inf))
+        if surely:
+            return first <= at - SLACK and last >= at + SLACK
+        return first <= at + SLACK and last >= at - SLACK
+
     def _there(self, placed: Placed, surely: bool) -> list[Placed]:
         """Other pods of the cluster surely (or possibly) there when ``placed`` was bound."""
         at = placed.at
@@ -688,12 +704,18 @@ class Checker:
             return [
                 p
                 for p in self._placed.values()
-                if p is not placed and p.at <= at - SLACK and p.present >= at + SLACK
+                if p is not placed
+                and p.at <= at - SLACK
+                and p.present >= at + SLACK
+                and self._node_there(p.node, at, surely=True)
             ]
         return [
             p
             for p in self._placed.values()
-            if p is not placed and p.at <= at + SLACK and (p.gone is None or p.gone >= at - SLACK)
+            if p is not placed
+            and p.at <= at + SLACK
+            and (p.gone is None or p.gone >= at - SLACK)
+            and self._node_there(p.node, at, surely=False)
         ]
 
     def _domain(self, node: str, key: str) -> str | None:
@@ -738,7 +760,13 @@ class Checker:
                 for n, labels in self._node_labels.items()
                 if topology in labels and selects(spec, {"metadata": {"name": n, "labels": labels}})
             }
-            domains = {self._node_labels[n][topology] for n in eligible}
+            # The domains of nodes surely there: one whose nodes may all have been deleted
+            # may be no domain the scheduler counted.
+            domains = {
+                self._node_labels[n][topology]
+                for n in eligible
+                if self._node_there(n, placed.at, surely=True)
+            }
             mine = self._domain(placed.node, topology)
             if mine is None or not domains:
                 continue
@@ -767,10 +795,14 @@ class Checker:
         and pods nominated to a node (the scheduler's in-flight bindings are not visible
         here; see ``_evictions``)."""
         used = self._used(live)
+        counted: dict[str, dict[str, Amounts]] = defaultdict(dict)
+        for pod in live:
+            counted[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
         for pod in snap.pods:
             if pending(pod) and (pod.get("status") or {}).get("nominatedNodeName"):
                 _add(used[pod["metadata"]["namespace"]], demand(pod["spec"]))
-        self._usage = used
+                counted[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
+        self._counted_before, self._counted = self._counted, counted
         return {
             namespace
             for namespace, quota in snap.governing().items()
@@ -819,14 +851,28 @@ class Checker:
             self.counts["evictions judged"] += 1
             namespace = victim.pod["metadata"]["namespace"]
             quota = governing.get(namespace)
+            detail = ""
             if quota is not None and not victim.quota_over_min:
-                # Now, with the victim (gone since) counted as it was at the decision.
-                now = _plus(self._usage.get(namespace, {}), demand(victim.pod["spec"]))
-                if namespace in over_min or _over(
-                    now, amounts((quota.get("spec") or {}).get("min"))
-                ):
+                # The decision fell between the last look and this one: every pod of the
+                # quota either look saw counted (bindings then in flight land in between,
+                # pods deleted meanwhile were there before), and the victim itself.
+                pods = {
+                    **self._counted_before.get(namespace, {}),
+                    **self._counted.get(namespace, {}),
+                    victim.pod["metadata"]["uid"]: demand(victim.pod["spec"]),
+                }
+                then: Amounts = {}
+                for amounts_ in pods.values():
+                    _add(then, amounts_)
+                least = amounts((quota.get("spec") or {}).get("min"))
+                if namespace in over_min or _over(then, least):
                     victim = Sighting(victim.pod, True, victim.in_live_reservation)
-            found += self._allowed(victim, preemptor, governing, reservations)
+                detail = (
+                    " (its pods either look saw: "
+                    + ", ".join(f"{k} {then.get(k, 0)} of {v}" for k, v in sorted(least.items()))
+                    + ")"
+                )
+            found += self._allowed(victim, preemptor, governing, reservations, detail)
         return found
 
     @staticmethod
@@ -835,6 +881,7 @@ class Checker:
         preemptor: Sighting,
         governing: dict[str, Obj],
         reservations: dict[str, Obj],
+        detail: str = "",
     ) -> list[str]:
         v, p = victim.pod, preemptor.pod
         what = f"{key(p)} preempted {key(v)}"
@@ -846,7 +893,7 @@ class Checker:
             found.append(f"{what}: quota and quota-less pods never preempt each other")
         elif v_ns in governing and v_ns != p_ns:
             if not victim.quota_over_min:
-                found.append(f"{what}: the victim's quota was not over its min")
+                found.append(f"{what}: the victim's quota was not over its min{detail}")
         elif v_priority >= p_priority:
             found.append(f"{what}: priority {v_priority} is not below {p_priority}")
         reservation = reservations.get(victim.in_live_reservation or "")

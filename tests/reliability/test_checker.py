@@ -126,3 +126,79 @@ def test_do_not_schedule_spread_counts_the_domains_its_nodes_span() -> None:
     assert found == [
         "pod free/a3 bound to n1 (zone a): skew 2 > 1 ({'a': 2, 'b': 1} there, fewest 1)"
     ]
+
+
+def test_pods_of_a_deleted_node_are_no_neighbours_and_its_domain_none() -> None:
+    """No scheduler counts the pods of a node that is gone (they stay until the garbage
+    collector removes them), nor a zone all of whose nodes are gone."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    spread = {"labels": {"spread": "yes", **SOLO}, "topologySpreadConstraints": SPREAD}
+    zoned = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": SOLO}, "topologyKey": "zone"}]}}  # fmt: skip
+    n1, n2, n3 = node("n1", zone="a"), node("n2", zone="a"), node("n3", zone="c")
+    old = bound("old", "n1", T0, affinity=zoned, **spread)
+    assert look(checker, T0, [n1, n2, n3], old) == []
+    assert look(checker, T0 + 10, [n2], old) == []  # n1 and zone c's n3 deleted
+    # Bound to zone a beside a pod of the deleted n1, while zone c has no node any more.
+    new = bound("new", "n2", T0 + 20, affinity=zoned, **spread)
+    found = look(checker, T0 + 20, [n2], old, new)
+    found += look(checker, T0 + 26, [n2], old, new)
+    assert found == []
+    # The same binding beside a pod of a node still there is a violation of both rules.
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    here = bound("here", "n1", T0, affinity=zoned, **spread)
+    assert look(checker, T0, [n1, n2, n3], here) == []
+    assert look(checker, T0 + 10, [n1, n2, n3], here) == []
+    new = bound("new", "n2", T0 + 20, affinity=zoned, **spread)
+    found = look(checker, T0 + 20, [n1, n2, n3], here, new)
+    found += look(checker, T0 + 26, [n1, n2, n3], here, new)
+    assert found == [
+        "pod free/new bound to n2 beside free/here against free/new's anti-affinity (zone)",
+        "pod free/new bound to n2 beside free/here against free/here's anti-affinity (zone)",
+        "pod free/new bound to n2 (zone a): skew 2 > 1 ({'a': 1} there, fewest 0)",
+    ]
+
+
+def in_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
+    pod["metadata"]["namespace"] = namespace
+    return pod
+
+
+def quota(namespace: str, cpu_min: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "q", "namespace": namespace, "creationTimestamp": stamp(T0)},
+        "spec": {"min": {"cpu": cpu_min}, "max": {"cpu": "20"}},
+    }
+
+
+def test_a_reclaim_from_a_quota_over_its_min_between_two_looks_is_allowed() -> None:
+    """Between two looks the scheduler bound a third pod of q1 (over its min of 2), took
+    one of them back for q2's pod, and the churn deleted another: neither look saw q1 over
+    its min, yet the decision was right. Every pod either look saw counts."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    quotas = [quota("q1", "2"), quota("q2", "2")]
+    a, b = (in_namespace(bound(n, "n1", T0 - 10), "q1") for n in ("a", "b"))
+    waiting = in_namespace(bound("p", "", T0), "q2")
+    waiting["spec"]["nodeName"] = ""
+    nodes = {"n1": node("n1")}
+    assert checker.check(Snapshot(T0, nodes, [a, b, waiting], quotas, [])) == []
+    c = in_namespace(bound("c", "n1", T0 + 0.5), "q1")
+    event = {
+        "metadata": {"uid": "e1"},
+        "message": "Preempted by pod p on node n1",
+        "involvedObject": {"uid": "a"},
+    }
+    after = Snapshot(T0 + 1, nodes, [c, waiting], quotas, [], [event])
+    assert checker.check(after) == []
+    # Had q1 stayed at its min throughout, the same eviction is refused.
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert checker.check(Snapshot(T0, nodes, [a, b, waiting], quotas, [])) == []
+    after = Snapshot(T0 + 1, nodes, [b, waiting], quotas, [], [event])
+    assert checker.check(after) == [
+        "q2/p preempted q1/a: the victim's quota was not over its min "
+        "(its pods either look saw: cpu 2 of 2)"
+    ]

@@ -76,6 +76,10 @@ class VictimPolicy(Protocol):
         """The victim is on its way out (before the watch says so)."""
         ...
 
+    def why(self, victim: PodInfo) -> str:
+        """What let the victim be taken, for the log ("" when priority alone did)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -282,6 +286,7 @@ class Evaluator:
     ) -> None:
         writer = self.handle.writer
         assert writer is not None
+        why = {victim.uid: policy.why(victim) for victim in best.victims}  # as decided
         for victim in best.victims:
             if victim.deleting:
                 policy.evicted(victim)
@@ -310,6 +315,7 @@ class Evaluator:
                 preemptor=pod.key,
                 node=best.node,
                 plugin=self.name,
+                why=why[victim.uid],
             )
         view = self.handle.view
         for uid, (node, other) in list(view.nominated.items()):

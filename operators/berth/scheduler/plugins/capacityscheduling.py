@@ -724,6 +724,14 @@ class TreeVictims:
     def evicted(self, victim: PodInfo) -> None:
         self.plugin.evicted(victim)
 
+    def why(self, victim: PodInfo) -> str:
+        found = self.plugin.reclaim_pod(victim)
+        if found is None:
+            return ""
+        used = self.state.used.get(found.quota, {})
+        runtime = self.state.runtime.get(found.quota, {})
+        return f"ElasticQuota {found.quota} uses {_over_text(used, runtime)}: over its runtime"
+
 
 class QuotaVictims:
     """Which pods a preemptor may evict under the quota rules, and whether its quota fits."""
@@ -782,6 +790,19 @@ class QuotaVictims:
     def evicted(self, victim: PodInfo) -> None:
         self.plugin.evicted(victim)
 
+    def why(self, victim: PodInfo) -> str:
+        """A reclaim's victim: its quota over its min, as the ledger counted it then."""
+        quota = self.ledger.quota_of(victim.namespace)
+        if not self.reclaim or quota is None or self.demand is None:
+            return ""
+        if victim.namespace == self.demand.quota.namespace:
+            return ""
+        used = self.ledger.used_of(victim.namespace)
+        return (
+            f"ElasticQuota {quota.namespace}/{quota.name} uses "
+            f"{_over_text(used, quota.min)}: over its min"
+        )
+
 
 def _quota_rules_changed(pod: PodInfo, old: Any, new: Any) -> bool:
     """An ElasticQuota update helps only when what the scheduler reads changed (spec, tree
@@ -795,6 +816,14 @@ def _quota_rules_changed(pod: PodInfo, old: Any, new: Any) -> bool:
 def _rules(quota: dict[str, Any]) -> tuple[Any, ...]:
     meta = quota.get("metadata") or {}
     return quota.get("spec"), meta.get("labels"), meta.get("annotations")
+
+
+def _over_text(used: Resources, limit: Resources) -> str:
+    """``used`` against ``limit`` for each resource ``limit`` names: "cpu 12500m of 12"."""
+    return ", ".join(
+        f"{r} {format_units(r, used.get(r, 0))} of {format_units(r, v)}"
+        for r, v in sorted(limit.items())
+    )
 
 
 def _sum(a: Resources, b: Resources) -> Resources:

@@ -49,3 +49,6 @@ class DefaultPreemption(Plugin):
 
     def evicted(self, victim: PodInfo) -> None:
         pass  # the node table follows the watch; the nominated pod holds the room meanwhile
+
+    def why(self, victim: PodInfo) -> str:
+        return ""  # its lower priority

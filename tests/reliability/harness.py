@@ -8,14 +8,16 @@ import functools
 import hashlib
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
+from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, snapshot
 from tests.reliability.churn import Churn
@@ -74,6 +76,24 @@ def installed_config(scheduler: str) -> dict[str, Any]:
 
 def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs: Any) -> BerthRun:
     return BerthRun.configured(kubeconfig, config, directory, **kwargs)
+
+
+@asynccontextmanager
+async def churn_namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
+    """The test's namespace (no quota) and two more the churn gives an ElasticQuota each,
+    once no other test's quota is left: the scheduler sums every quota's min, the checker
+    only this test's, so a quota of an earlier test still being deleted would let the
+    scheduler admit more than the checker allows."""
+    core = CoreV1Api(api)
+    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)]
+    for name in extra:
+        await core.create_namespace({"metadata": {"name": name}})
+    try:
+        await only_these_quotas(api, set(extra), within=180.0)
+        yield [namespace, *extra]
+    finally:
+        for name in extra:
+            await core.delete_namespace(name)
 
 
 async def churned(

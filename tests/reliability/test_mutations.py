@@ -16,9 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient
 
-from tests.reliability.harness import Scale, berth_run, churned, installed_config, short
+from tests.reliability.harness import (
+    Scale,
+    berth_run,
+    churn_namespaces,
+    churned,
+    installed_config,
+    short,
+)
 
 SCALE = Scale(nodes=12, seconds=90, per_second=20, kills=0)
 
@@ -83,15 +90,8 @@ MUTATIONS = {
 
 @pytest.fixture
 async def namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
-    core = CoreV1Api(api)
-    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)]
-    for name in extra:
-        await core.create_namespace({"metadata": {"name": name}})
-    try:
-        yield [namespace, *extra]
-    finally:
-        for name in extra:
-            await core.delete_namespace(name)
+    async with churn_namespaces(api, namespace) as names:
+        yield names
 
 
 @pytest.mark.timeout(600)

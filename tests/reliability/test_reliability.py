@@ -15,10 +15,18 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient
 
 from tests.integration.processes import BerthRun
-from tests.reliability.harness import Outcome, Scale, berth_run, churned, installed_config, short
+from tests.reliability.harness import (
+    Outcome,
+    Scale,
+    berth_run,
+    churn_namespaces,
+    churned,
+    installed_config,
+    short,
+)
 
 SHORT = Scale(nodes=20, seconds=45, per_second=25, kills=20)
 LONG = Scale(nodes=220, seconds=300, per_second=40, kills=40)
@@ -32,15 +40,8 @@ def scale(request: pytest.FixtureRequest) -> Scale:
 @pytest.fixture
 async def namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
     """The test's namespace (no quota) and two more with an ElasticQuota each."""
-    core = CoreV1Api(api)
-    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)]
-    for name in extra:
-        await core.create_namespace({"metadata": {"name": name}})
-    try:
-        yield [namespace, *extra]
-    finally:
-        for name in extra:
-            await core.delete_namespace(name)
+    async with churn_namespaces(api, namespace) as names:
+        yield names
 
 
 @pytest.fixture

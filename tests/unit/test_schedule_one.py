@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.scheduler.assembly import Assembly, assemble
 from berth.scheduler.config import Profile
 from berth.scheduler.framework import CycleState
@@ -46,7 +47,7 @@ class RecordingWriter:
     async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
         self.calls.append(("reservation_status", (name, status)))
 
-    async def annotate(self, pod: PodInfo, annotations: dict[str, str]) -> None:
+    async def annotate(self, pod: PodInfo, annotations: dict[str, str | None]) -> None:
         self.calls.append(("annotate", (pod.name, annotations)))
 
     async def create_reservation(self, body: Json) -> Json:
@@ -350,6 +351,22 @@ def reservation(name: str, cpu: str, **spec: Any) -> Json:
             **spec,
         },
     }
+
+
+async def test_a_pod_bound_outside_reservations_loses_an_annotation_of_an_earlier_try() -> None:
+    """A scheduler stopped between writing the annotation and the binding leaves the pod
+    naming a reservation it never used; bound elsewhere with it, the pod would count as
+    that reservation's owner."""
+    stale = berth_pod("p", "1")
+    stale["metadata"]["annotations"] = {ALLOCATED_ANNOTATION: '{"name": "r", "uid": "u"}'}
+    loop = Loop(node("n1", cpu="4"), stale, profile=RESERVATION_PROFILE)
+    await loop.attempt()
+    calls = [c for c in loop.writer.calls if c[0] in ("annotate", "bind")]
+    assert calls == [("annotate", ("p", {ALLOCATED_ANNOTATION: None})), ("bind", ("p", "n1"))]
+    # Without one, nothing is written but the binding.
+    loop = Loop(node("n1", cpu="4"), berth_pod("q", "1"), profile=RESERVATION_PROFILE)
+    await loop.attempt()
+    assert [c[0] for c in loop.writer.calls if c[0] in ("annotate", "bind")] == ["bind"]
 
 
 async def test_a_reservation_goes_through_the_plugin_points_and_binds_as_its_status() -> None:

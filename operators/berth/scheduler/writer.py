@@ -126,7 +126,8 @@ class Writer:
         await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC)
         self._conditions[pod.uid] = message
 
-    async def annotate(self, pod: PodInfo, annotations: dict[str, str]) -> None:
+    async def annotate(self, pod: PodInfo, annotations: dict[str, str | None]) -> None:
+        """Merge the annotations into the pod's; a None value removes that key."""
         await self.bucket.take()
         await self.api.patch(
             POD, pod.name, {"metadata": {"annotations": annotations}}, namespace=pod.namespace

@@ -299,12 +299,17 @@ class Reservation(Plugin):
             self.book.unallocate(usable.chosen, pod)
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """The annotation that makes the pod its reservation's owner, written before the
+        binding. A pod placed outside any reservation loses one left by an earlier attempt
+        whose binding never happened (a scheduler stopped between the two): kept, it would
+        make the pod an owner of a reservation it never used."""
         usable: Usable | None = state.data.get(self.name)
-        if usable is None or usable.chosen is None:
+        chosen = usable.chosen if usable is not None else None
+        if chosen is None and ALLOCATED_ANNOTATION not in pod.annotations:
             return SUCCESS
         writer = self.handle.writer
         assert writer is not None
-        value = json.dumps({"name": usable.chosen.name, "uid": usable.chosen.uid})
+        value = None if chosen is None else json.dumps({"name": chosen.name, "uid": chosen.uid})
         try:
             await writer.annotate(pod, {ALLOCATED_ANNOTATION: value})
         except Exception as err:  # the binding must not go ahead without the annotation

@@ -488,8 +488,14 @@ class Checker:
 
     def _capacity(self, snap: Snapshot, live: list[Obj], reservations: dict[str, Obj]) -> list[str]:
         used: dict[str, Amounts] = defaultdict(dict)
+        # What holds each node, for the report: pods (with their reservation) and reservations.
+        holders: dict[str, list[str]] = defaultdict(list)
         for pod in live:
             _add(used[pod["spec"]["nodeName"]], demand(pod["spec"]))
+            into = allocated_from(pod)
+            holders[pod["spec"]["nodeName"]].append(
+                f"{key(pod)} {demand(pod['spec']).get('cpu', 0)}" + (f" in {into}" if into else "")
+            )
         taken: dict[str, Amounts] = defaultdict(dict)
         for pod in live:
             name = allocated_from(pod)
@@ -507,13 +513,17 @@ class Checker:
             held = requests_of((r["spec"].get("template") or {}).get("spec") or {})
             left = {k: max(Decimal(0), v - taken[name].get(k, Decimal(0))) for k, v in held.items()}
             _add(used[status["nodeName"]], left)
+            holders[status["nodeName"]].append(f"reservation {name} {left.get('cpu', 0)}")
         found = []
         for node, resources in used.items():
             if node not in snap.nodes:
                 continue  # deleted meanwhile
             allocatable = amounts(snap.nodes[node]["status"].get("allocatable"))
             for k in _over(resources, allocatable):
-                found.append(f"node {node}: {resources[k]} {k} used > {allocatable[k]} allocatable")
+                found.append(
+                    f"node {node}: {resources[k]} {k} used > {allocatable[k]} allocatable "
+                    f"({', '.join(sorted(holders[node]))})"
+                )
         return found
 
     @staticmethod

@@ -41,7 +41,7 @@ from berth.api.elasticquota import GROUP, VERSION
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
-from berth.quota.ledger import QuotaLedger, Rejection
+from berth.quota.ledger import QuotaLedger
 from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
 from berth.quota.tree import (
     LABEL_NAME,
@@ -428,17 +428,9 @@ class CapacityScheduling(Plugin):
         if rejection is None:
             return SUCCESS
         message = rejection.message()
-        writer = self.handle.writer
-        node = self.tree.quotas[rejection.quota]
-        if writer is not None:
-            writer.event(
-                node.raw,
-                KIND,
-                rejection.reason,
-                f"Pod {pod.key}: {message}",
-                warning=True,
-                api_version=f"{GROUP}/{VERSION}",
-            )
+        self._warn(
+            self.tree.quotas[rejection.quota].raw, rejection.reason, f"Pod {pod.key}: {message}"
+        )
         return unschedulable(self.name, message)
 
     def _outside_pre_filter(self, state: CycleState, pod: PodInfo) -> Status | None:
@@ -456,16 +448,8 @@ class CapacityScheduling(Plugin):
         message = rejection.message()
         state.data[self.name] = OutsideRefusal(quota, message)
         raw = self.tree.outside[quota].raw
-        writer = self.handle.writer
-        if writer is not None and raw:
-            writer.event(
-                raw,
-                KIND,
-                rejection.reason,
-                f"Pod {pod.key}: {message}",
-                warning=True,
-                api_version=f"{GROUP}/{VERSION}",
-            )
+        if raw:  # only a stored ElasticQuota of its name can carry the event
+            self._warn(raw, rejection.reason, f"Pod {pod.key}: {message}")
         return unschedulable(self.name, message)
 
     def demand(self, pod: PodInfo) -> QuotaDemand | None:
@@ -510,20 +494,15 @@ class CapacityScheduling(Plugin):
         if rejection is None:
             return SUCCESS
         message = rejection.message(pod.key)
-        self._report(rejection, message)
+        self._warn(rejection.quota.raw, rejection.reason, message)
         return unschedulable(self.name, message)
 
-    def _report(self, rejection: Rejection, message: str) -> None:
+    def _warn(self, quota: dict[str, Any], reason: str, message: str) -> None:
         """A warning on the quota, so ``kubectl describe elasticquota`` says who was refused."""
         writer = self.handle.writer
         if writer is not None:
             writer.event(
-                rejection.quota.raw,
-                KIND,
-                rejection.reason,
-                message,
-                warning=True,
-                api_version=f"{GROUP}/{VERSION}",
+                quota, KIND, reason, message, warning=True, api_version=f"{GROUP}/{VERSION}"
             )
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:

@@ -29,7 +29,8 @@ from tests.reliability.harness import (
 )
 
 SHORT = Scale(nodes=20, seconds=45, per_second=25, kills=20)
-LONG = Scale(nodes=220, seconds=300, per_second=40, kills=40)
+# The long variants together run about 30 minutes (13 minutes of load each).
+LONG = Scale(nodes=220, seconds=780, per_second=40, kills=60)
 
 
 @pytest.fixture

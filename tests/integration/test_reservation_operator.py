@@ -344,6 +344,43 @@ async def test_allocate_once_succeeds_then_is_collected_and_the_owner_keeps_runn
     assert pod.status.phase == "Running"
 
 
+async def test_allocate_once_ends_with_the_owner_the_scheduler_recorded_once_it_is_gone(
+    api: ApiClient, namespace: str, reservations: Reservations, nodes: Nodes, operator: Operator
+) -> None:
+    """The scheduler records the owner before binding it. While that pod waits to be bound
+    the reservation stays Available; deleted before it ever was, the reservation has
+    served its one pod all the same."""
+    operator()
+    node = await nodes.add("a")
+    created = await reservations.create("recorded", ttl="1h")
+    name = created["metadata"]["name"]
+    await reservations.place(name, node)
+    # A reusable sibling given the same record: the operator drops it there (the pod is
+    # not bound), which shows the recorded one has been decided too (one worker, in order).
+    sibling = await reservations.create("sibling", ttl="1h", allocateOnce=False)
+    await reservations.place(sibling["metadata"]["name"], node)
+    pods = Pods(api, namespace)
+    await pods.create(pod_body("waiting", "nobody", cpu="500m", memory="1Gi"))
+    uid = (await pods.get("waiting")).metadata.uid
+    owner = {"namespace": namespace, "name": "waiting", "uid": uid}
+    for each in (name, sibling["metadata"]["name"]):
+        await reservations.custom.patch_cluster_custom_object_status(
+            GROUP, VERSION, PLURAL, each, {"status": {"currentOwners": [owner]}},
+            _content_type=MERGE,
+        )  # fmt: skip
+    await reservations.wait(sibling["metadata"]["name"], owners_are())
+    obj = await reservations.get(name)
+    assert obj is not None
+    assert obj["status"]["phase"] == "Available"
+    assert obj["status"]["currentOwners"] == [owner]
+
+    await pods.core.delete_namespaced_pod("waiting", namespace, grace_period_seconds=0)
+    obj = await reservations.wait(name, phase_is("Succeeded"), within=60)
+    assert obj["status"]["currentOwners"] == [owner]
+    message = f"allocated once by pod {namespace}/waiting; the capacity it did not use is released"
+    assert condition(obj, "Ready")["message"] == message
+
+
 async def test_a_reusable_reservation_follows_owners_that_come_and_go(
     api: ApiClient, namespace: str, reservations: Reservations, nodes: Nodes, operator: Operator
 ) -> None:

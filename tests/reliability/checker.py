@@ -506,9 +506,12 @@ class Checker:
             # Waiting ones (preAllocation) are placed without free capacity, by design.
             if status.get("phase") != "Available" or not status.get("nodeName"):
                 continue
-            if r["spec"].get("allocateOnce", True) and taken.get(name):
-                # allocateOnce and its owner is in: what it did not use is released at once
-                # (docs/reservation.md), before the operator writes Succeeded.
+            if r["spec"].get("allocateOnce", True) and (
+                taken.get(name) or status.get("currentOwners") or self._once_owners.get(name)
+            ):
+                # allocateOnce and its owner is in, was seen in, or is recorded (the
+                # scheduler records it before binding): what it did not use is released at
+                # once (docs/reservation.md), before the operator writes Succeeded.
                 continue
             held = requests_of((r["spec"].get("template") or {}).get("spec") or {})
             left = {k: max(Decimal(0), v - taken[name].get(k, Decimal(0))) for k, v in held.items()}
@@ -1065,7 +1068,8 @@ class Checker:
             spec = r.get("spec") or {}
             if status.get("phase") != "Available" or node not in nodes or spec.get("unschedulable"):
                 continue
-            if not is_owner(r, pod) or (spec.get("allocateOnce", True) and taken.get(name)):
+            spent = taken.get(name) or status.get("currentOwners")
+            if not is_owner(r, pod) or (spec.get("allocateOnce", True) and spent):
                 continue
             left = requests_of((spec.get("template") or {}).get("spec") or {})
             for owner in taken.get(name, []):

@@ -202,3 +202,40 @@ def test_a_reclaim_from_a_quota_over_its_min_between_two_looks_is_allowed() -> N
         "q2/p preempted q1/a: the victim's quota was not over its min "
         "(its pods either look saw: cpu 2 of 2)"
     ]
+
+
+def once(name: str, node_name: str, cpu: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": stamp(T0)},
+        "spec": {
+            "allocateOnce": True,
+            "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": cpu}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+        },
+        "status": {"phase": "Available", "nodeName": node_name, **status},
+    }
+
+
+def test_an_allocate_once_reservation_whose_owner_left_holds_nothing() -> None:
+    """Its owner deleted before the operator wrote Succeeded, the reservation is spent:
+    the scheduler may use its room for others, and that is no over-commitment."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    n1 = node("n1")
+    owner = bound("owner", "n1", T0, labels={"app": "web"})
+    owner["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-allocated": '{"name": "r", "uid": "uid-r"}'
+    }
+    others = [bound(f"p{i}", "n1", T0) for i in range(7)]
+    r = once("r", "n1", "4")
+    assert checker.check(Snapshot(T0 + 1, {"n1": n1}, [owner, *others], [], [r])) == []
+    # The owner is gone; seven pods and nothing held on an 8-CPU node.
+    assert checker.check(Snapshot(T0 + 2, {"n1": n1}, others, [], [r])) == []
+    # Recorded by the scheduler, the checker never having seen the owner: spent too.
+    fresh = Checker(SCHEDULER)
+    fresh.liveness = False
+    recorded = once("r", "n1", "4", currentOwners=[{"namespace": "free", "name": "x"}])
+    assert fresh.check(Snapshot(T0 + 2, {"n1": n1}, others, [], [recorded])) == []
+    # Not spent, it holds its 4 CPUs: 11 on the node.
+    (found,) = fresh.check(Snapshot(T0 + 3, {"n1": n1}, others, [], [once("s", "n1", "4")]))
+    assert found.startswith("node n1: 11 cpu used > 8 allocatable")

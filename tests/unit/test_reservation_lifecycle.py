@@ -333,6 +333,47 @@ def test_allocate_once_counts_an_owner_that_already_finished() -> None:
     assert [e.reason for e in decision.events] == ["Succeeded"]
 
 
+def recorded_owner(**spec: Any) -> Reservation:
+    """Available, with the owner the scheduler recorded as it placed the pod."""
+    r = reservation(ttl="1h", conditions=[SCHEDULED, READY_AVAILABLE], **spec)
+    recorded = [{"namespace": "team", "name": "a", "uid": "uid-a"}]
+    return Reservation.from_dict(
+        {**r.to_dict(), "status": {**r.to_dict()["status"], "currentOwners": recorded}}
+    )
+
+
+def test_allocate_once_succeeds_with_a_recorded_owner_that_will_never_be_bound_into_it() -> None:
+    """The scheduler records the owner before binding it; the pod may be deleted before
+    the operator sees it bound. It was allocated all the same, and the record stays."""
+    succeeded = "allocated once by pod team/a; the capacity it did not use is released"
+    decision = decide(recorded_owner(), at(50), owners=(), node_gone=False, gc_period=GC,
+                      record_spent=True)  # fmt: skip
+    assert decision == Decision(
+        status={
+            "phase": "Succeeded",
+            "conditions": [SCHEDULED, ready("False", "Succeeded", succeeded, since=50, probe=50)],
+        },
+        events=(Event("Succeeded", succeeded),),
+    )
+
+
+def test_allocate_once_waits_for_a_recorded_owner_about_to_be_bound() -> None:
+    """Not bound yet: nothing is written (the record is not dropped), and it is looked at
+    again soon, as the pod may go without an event the operator watches."""
+    assert run(recorded_owner(), 50) == Decision(recheck_at=at(60))
+    # Bound into it: announced then, with what it uses.
+    decision = run(recorded_owner(), 51, owners=(pod("a"),))
+    assert decision.status is not None
+    assert decision.status["phase"] == "Succeeded"
+    assert "currentOwners" not in decision.status  # already listed
+    assert decision.status["allocated"] == {"cpu": "500m", "memory": "1Gi"}
+    assert [e.reason for e in decision.events] == ["OwnerAllocated", "Succeeded"]
+    # A reusable reservation keeps no record of a pod that is not there.
+    reusable_one = recorded_owner(allocateOnce=False)
+    decision = run(reusable_one, 50)
+    assert decision.status == {"currentOwners": None}
+
+
 # --- owners and allocated --------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ about the loop's decisions, the integration tests about the API calls themselves
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -34,6 +35,7 @@ class RecordingWriter:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.versions: list[str | None] = []  # of each reservation_status call
         self.refuse_bind = False
 
     async def bind(self, pod: PodInfo, node: str) -> None:
@@ -44,8 +46,11 @@ class RecordingWriter:
     async def unschedulable(self, pod: PodInfo, message: str) -> None:
         self.calls.append(("unschedulable", (pod.name, message)))
 
-    async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
+    async def reservation_status(
+        self, name: str, status: dict[str, Any], resource_version: str | None = None
+    ) -> None:
         self.calls.append(("reservation_status", (name, status)))
+        self.versions.append(resource_version)
 
     async def annotate(self, pod: PodInfo, annotations: dict[str, str | None]) -> None:
         self.calls.append(("annotate", (pod.name, annotations)))
@@ -192,18 +197,15 @@ def cpu_quota(namespace: str, minimum: str, maximum: str, used: str | None = Non
     return body
 
 
-async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> None:
-    """Quotas a (min 4) and b (min 6) together may use 10 cpu; 9 are bound and a pod of b
-    nominated after a preemption holds the tenth, so a's new pod is refused for the sum
-    of mins. The operator's status writes and a quota-less pod's deletion change nothing
-    the refusal rests on (retrying on them keeps lower priorities waiting behind it); the
-    nominated pod's deletion frees the tenth, and the pod binds."""
-    profile = {
-        "schedulerName": "berth-scheduler",
-        "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
-    }
-    quota_less = pod("free", "1", node_name="n3")
-    nominated = pod("b-nominated", "1", namespace="b", nominated="n2", scheduler="other")
+QUOTA_PROFILE = {
+    "schedulerName": "berth-scheduler",
+    "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
+}
+
+
+def nine_of_ten(*objects: Json) -> Loop:
+    """Quotas a (min 4) and b (min 6), together 10 cpu, 9 of them bound on n1 and n2;
+    ``objects`` besides."""
     loop = Loop(
         node("n1", cpu="5"),
         node("n2", cpu="5"),
@@ -211,19 +213,28 @@ async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> Non
         pod("b-held", "5", namespace="b", node_name="n1"),
         pod("b-held2", "1", namespace="b", node_name="n2"),
         pod("a-held", "3", namespace="a", node_name="n2"),
-        quota_less,
-        nominated,
-        berth_pod("a-new", "1", namespace="a"),
-        profile=profile,
+        *objects,
+        profile=QUOTA_PROFILE,
     )
     on_quota = loop.parts.events.on_custom("ElasticQuota")
     on_quota("ADDED", cpu_quota("a", "4", "6"))
     on_quota("ADDED", cpu_quota("b", "6", "8"))
+    return loop
+
+
+async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> None:
+    """A pod of b nominated after a preemption holds the tenth cpu, so a's new pod is
+    refused for the sum of mins. The operator's status writes and a quota-less pod's
+    deletion change nothing the refusal rests on (retrying on them keeps lower priorities
+    waiting behind it); the nominated pod's deletion frees the tenth, and the pod binds."""
+    quota_less = pod("free", "1", node_name="n3")
+    nominated = pod("b-nominated", "1", namespace="b", nominated="n2", scheduler="other")
+    loop = nine_of_ten(quota_less, nominated, berth_pod("a-new", "1", namespace="a"))
     await loop.attempt()
     [refusal] = loop.writer.events("FailedScheduling")
     assert "total ElasticQuota used is more than Min (cpu: 9 used + 1 nominated" in refusal
     assert loop.queue.counts()["unschedulable"] == 1
-    on_quota("MODIFIED", cpu_quota("b", "6", "8", used="6"))
+    loop.parts.events.on_custom("ElasticQuota")("MODIFIED", cpu_quota("b", "6", "8", used="6"))
     loop.parts.events.on_pod("DELETED", quota_less)
     assert loop.queue.counts()["unschedulable"] == 1, "nothing it waits for changed"
     loop.parts.events.on_pod("DELETED", nominated)
@@ -232,28 +243,31 @@ async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> Non
     assert ("bind", ("a-new", "n2")) in loop.writer.calls
 
 
+async def test_a_nomination_to_a_deleted_node_holds_no_quota_share() -> None:
+    """As above, but the nominated pod's node is deleted: a nomination there holds no
+    room, and no quota share either (scheduler-plugins counts the nominated pods of the
+    snapshot's nodes). The refused pod comes back with the node's deletion and binds."""
+    gone = node("n4", cpu="1")
+    nominated = pod("b-nominated", "1", namespace="b", nominated="n4", scheduler="other")
+    loop = nine_of_ten(gone, nominated, berth_pod("a-new", "1", namespace="a"))
+    await loop.attempt()
+    [refusal] = loop.writer.events("FailedScheduling")
+    assert "(cpu: 9 used + 1 nominated + 1 requested > 10)" in refusal
+    assert loop.queue.counts()["unschedulable"] == 1
+    loop.parts.events.on_node("DELETED", gone)
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert [c[1][0] for c in loop.writer.calls if c[0] == "bind"] == ["a-new"]
+
+
 def both_nominated(*pending: Json) -> Loop:
-    """Quotas a (min 4) and b (min 6), 9 of their 10 cpu bound, a pod of each nominated to
-    n2 after a reclaim, and ``pending`` before them in the queue."""
-    profile = {
-        "schedulerName": "berth-scheduler",
-        "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
-    }
-    loop = Loop(
-        node("n1", cpu="5"),
-        node("n2", cpu="5"),
-        pod("b-held", "5", namespace="b", node_name="n1"),
-        pod("b-held2", "1", namespace="b", node_name="n2"),
-        pod("a-held", "3", namespace="a", node_name="n2"),
+    """As ``nine_of_ten``, a pod of each quota nominated to n2 after a reclaim, and
+    ``pending`` before them in the queue."""
+    return nine_of_ten(
         *pending,
         berth_pod("b-nominated", "1", namespace="b", nominated="n2"),
         berth_pod("a-nominated", "1", namespace="a", nominated="n2"),
-        profile=profile,
     )
-    on_quota = loop.parts.events.on_custom("ElasticQuota")
-    on_quota("ADDED", cpu_quota("a", "4", "6"))
-    on_quota("ADDED", cpu_quota("b", "6", "8"))
-    return loop
 
 
 async def test_a_refused_pod_no_eviction_helps_drops_its_nomination() -> None:
@@ -338,6 +352,7 @@ def reservation(name: str, cpu: str, **spec: Any) -> Json:
         "metadata": {
             "name": name,
             "uid": f"rsv-{name}",
+            "resourceVersion": "5",
             "creationTimestamp": "2026-01-01T00:00:00Z",
         },
         "spec": {
@@ -369,6 +384,61 @@ async def test_a_pod_bound_outside_reservations_loses_an_annotation_of_an_earlie
     assert [c[0] for c in loop.writer.calls if c[0] in ("annotate", "bind")] == ["bind"]
 
 
+def web_pod(name: str, cpu: str) -> Json:
+    raw = berth_pod(name, cpu)
+    raw["metadata"]["labels"] = {"app": "web"}
+    return raw
+
+
+async def test_an_allocate_once_reservation_serves_one_pod_even_once_it_is_gone() -> None:
+    """The owner is recorded on the reservation before it is annotated and bound; deleted
+    before the operator saw it bound, it still spent the reservation: nobody else gets it."""
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    placed = reservation("r", "2", allocateOnce=True)
+    placed["status"] = {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "2"}}
+    loop.parts.events.on_custom("Reservation")("ADDED", placed)
+    first = web_pod("web-1", "1")
+    loop.parts.events.on_pod("ADDED", first)
+    await loop.attempt()
+    writes = [c for c in loop.writer.calls if c[0] in ("reservation_status", "annotate", "bind")]
+    owner = {"namespace": "default", "name": "web-1", "uid": "uid-default-web-1"}
+    allocated = json.dumps({"name": "r", "uid": "rsv-r"})
+    assert loop.writer.versions == ["5"]  # recorded only on the version it was chosen from
+    assert writes == [
+        ("reservation_status", ("r", {"currentOwners": [owner]})),
+        ("annotate", ("web-1", {ALLOCATED_ANNOTATION: allocated})),
+        ("bind", ("web-1", "n1")),
+    ]
+    bound = {**first, "spec": {**first["spec"], "nodeName": "n1"}}
+    bound["metadata"] = {**first["metadata"], "annotations": {ALLOCATED_ANNOTATION: allocated}}
+    loop.parts.events.on_pod("MODIFIED", bound)
+    loop.parts.events.on_pod("DELETED", bound)
+    held = loop.parts.book.held["rsv-r"]
+    assert held.used_up
+    assert held.remaining() == {}
+    assert loop.parts.view.nodes.requested[0, 0] == 0  # it holds nothing any more
+    # A second owner is placed beside it, not into it.
+    loop.parts.events.on_pod("ADDED", web_pod("web-2", "1"))
+    await loop.attempt()
+    assert ("bind", ("web-2", "n1")) in loop.writer.calls
+    assert not [c for c in loop.writer.calls if c[0] == "annotate" and c[1][0] == "web-2"]
+
+
+async def test_a_restarted_scheduler_sees_a_spent_allocate_once_reservation_in_its_status() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    placed = reservation("r", "2", allocateOnce=True)
+    owner = {"namespace": "default", "name": "gone", "uid": "uid-gone"}
+    placed["status"] = {
+        "phase": "Available",
+        "nodeName": "n1",
+        "allocatable": {"cpu": "2"},
+        "currentOwners": [owner],
+    }
+    loop.parts.events.on_custom("Reservation")("ADDED", placed)
+    assert loop.parts.book.held["rsv-r"].used_up
+    assert loop.parts.view.nodes.requested[0, 0] == 0
+
+
 async def test_a_reservation_goes_through_the_plugin_points_and_binds_as_its_status() -> None:
     loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
     loop.parts.events.on_custom("Reservation")("ADDED", reservation("r", "3"))
@@ -376,6 +446,9 @@ async def test_a_reservation_goes_through_the_plugin_points_and_binds_as_its_sta
     (written,) = [c[1] for c in loop.writer.calls if c[0] == "reservation_status"]
     name, status = written
     assert (name, status["phase"], status["nodeName"]) == ("r", "Available", "n1")
+    # Written only over the version it was placed from: one the operator ended meanwhile
+    # (expired while Pending) is refused, never placed again.
+    assert loop.writer.versions == ["5"]
     assert "rsv-r" in loop.parts.book.held  # the book holds the capacity ...
     assert "rsv-r" not in loop.parts.view.assumed  # ... not the assumed template
     assert loop.parts.view.nodes.requested[0, 0] == 3000

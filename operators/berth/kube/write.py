@@ -195,11 +195,19 @@ class ApiWriter:
 
     async def exists(self, kind: Kind, name: str, *, namespace: str | None = None) -> bool:
         """Whether the object exists now: a read, for a decision an index may lag behind."""
+        return await self.read(kind, name, namespace=namespace) is not None
+
+    async def read(
+        self, kind: Kind, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """The object as it is now, or None when there is none."""
         try:
-            await self._send("GET", kind.path(namespace, name), None)
+            body: dict[str, Any] = orjson.loads(
+                await self._send("GET", kind.path(namespace, name), None)
+            )
         except NotFound:
-            return False
-        return True
+            return None
+        return body
 
     async def _send(
         self, method: str, path: str, body: dict[str, Any] | None, content_type: str = JSON

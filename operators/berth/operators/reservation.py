@@ -28,7 +28,7 @@ from berth.api.duration import DurationError, format_duration
 from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, Reservation
 from berth.kube.client import api_client
 from berth.kube.events import record
-from berth.kube.write import NODE, RESERVATION, ApiWriter
+from berth.kube.write import NODE, POD, RESERVATION, ApiWriter
 from berth.operators.registry import REGISTRY
 from berth.operators.worker import Worker
 from berth.reservation.collection import gc_period
@@ -91,12 +91,14 @@ class Reservations:
         reservation = next(iter(self.objects.get(name, ())), None)
         if reservation is None:
             return None
+        owners = owners_of(reservation, self.owners.get(name, ()))
         decision = decide(
             reservation,
             self.worker.clock(),
-            owners=owners_of(reservation, self.owners.get(name, ())),
+            owners=owners,
             node_gone=await self._node_gone(reservation),
             gc_period=self.gc_period,
+            record_spent=await self._record_spent(reservation, owners),
         )
         if decision.delete is not None:
             await self._delete(name, reservation, decision.delete)
@@ -116,6 +118,34 @@ class Reservations:
         if not node or not relevant or node in self.nodes:
             return False
         return not await self.writer.exists(NODE, node)
+
+    async def _record_spent(self, reservation: Reservation, owners: list[OwnerPod]) -> bool:
+        """Whether an owner the scheduler recorded on this allocateOnce reservation will
+        never be bound into it: gone, finished, or bound without it. Read, not indexed:
+        the index holds only pods already bound with the annotation."""
+        status = reservation.status
+        if (
+            not reservation.spec.allocate_once
+            or owners
+            or reservation.phase in TERMINAL_PHASES
+            or status is None
+            or not status.current_owners
+        ):
+            return False
+        for recorded in status.current_owners:
+            if not recorded.name or not recorded.namespace:
+                return True  # nothing to wait for
+            pod = await self.writer.read(POD, recorded.name, namespace=recorded.namespace)
+            if pod is None or (recorded.uid and pod["metadata"].get("uid") != recorded.uid):
+                return True
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return True
+            found = owner_pod(pod)
+            if found is not None and found[0] == reservation.metadata.name:
+                return False  # bound into it: the index is a moment behind
+            if (pod.get("spec") or {}).get("nodeName"):
+                return True  # bound without it
+        return False
 
     async def _patch(
         self,

@@ -7,7 +7,10 @@ Ready=True/Available and Ready=False/Waiting). The operator owns the rest, here:
   ``kubectl get`` never shows an empty phase;
 
 - a non-terminal reservation ends, in this order of precedence, as
-  ``Succeeded`` (``allocateOnce`` and a pod was bound into it), ``Failed/NodeDeleted``
+  ``Succeeded`` (``allocateOnce`` and a pod was bound into it, or recorded in
+  ``status.currentOwners`` by the scheduler as it placed one: that pod may be gone
+  before the operator sees it bound, and the reservation must not serve a second),
+  ``Failed/NodeDeleted``
   (Available or Waiting on a node that no longer exists) or ``Failed/Expired`` (``expires``
   or creation plus ttl has passed, in any non-terminal phase, Pending included);
 - ``status.currentOwners`` and ``status.allocated`` follow the owner pods, and each pod
@@ -44,6 +47,10 @@ __all__ = ["PLACED_PHASES", "Decision", "Event", "decide"]
 
 PLACED_PHASES: Final = frozenset({ReservationPhase.AVAILABLE, ReservationPhase.WAITING})
 """Phases in which a reservation holds capacity on ``status.nodeName``."""
+
+RECORD_RECHECK: Final = timedelta(seconds=10)
+"""How soon an allocateOnce reservation's recorded owner that is not bound yet is looked at
+again: it may be deleted before it is ever annotated, which no owner event would say."""
 
 OWNER_ALLOCATED: Final = "OwnerAllocated"
 OWNER_RELEASED: Final = "OwnerReleased"
@@ -87,17 +94,24 @@ def decide(
     owners: Sequence[OwnerPod],
     node_gone: bool,
     gc_period: timedelta,
+    record_spent: bool = False,
 ) -> Decision:
     """The decision for ``reservation`` at ``now``.
 
     ``owners`` are the bound pods annotated with this reservation (see
     :func:`berth.reservation.owners.owners_of`); ``node_gone`` says that
-    ``status.nodeName`` is set and names no existing node.
+    ``status.nodeName`` is set and names no existing node; ``record_spent`` that an
+    owner the scheduler recorded in ``status.currentOwners`` will never be bound into it
+    (deleted, finished, or bound without it).
     """
     if reservation.phase in TERMINAL_PHASES:
         return _collect(reservation, now, node_gone=node_gone, period=gc_period)
-    status, events = _accounting(reservation.status or ReservationStatus(), owners)
-    ending = _ending(reservation, now, owners=owners, node_gone=node_gone)
+    status, events = _accounting(
+        reservation.status or ReservationStatus(),
+        owners,
+        keep_recorded=reservation.spec.allocate_once,
+    )
+    ending = _ending(reservation, now, owners=owners, node_gone=node_gone, spent=record_spent)
     if ending is None:
         if reservation.phase is None:
             status["phase"] = ReservationPhase.PENDING.value
@@ -109,7 +123,12 @@ def decide(
                 "waiting for the scheduler to place it",
                 now,
             )
-        return Decision(status or None, tuple(events), recheck_at=reservation.expiry_time())
+        recheck = reservation.expiry_time()
+        if reservation.spec.allocate_once and _recorded(reservation):
+            # Its recorded owner may go without an event this operator watches.
+            soon = now + RECORD_RECHECK
+            recheck = soon if recheck is None else min(recheck, soon)
+        return Decision(status or None, tuple(events), recheck_at=recheck)
     status["phase"] = ending.phase.value
     status["conditions"] = with_condition(
         reservation.status.conditions if reservation.status else None,
@@ -123,16 +142,26 @@ def decide(
     return Decision(status, tuple(events))
 
 
+def _recorded(reservation: Reservation) -> list[tuple[str, str]]:
+    """The owners ``status.currentOwners`` lists, by namespace and name."""
+    listed = (reservation.status.current_owners if reservation.status else None) or []
+    return [(r.namespace or "", r.name or "") for r in listed]
+
+
 def _ending(
-    reservation: Reservation, now: datetime, *, owners: Sequence[OwnerPod], node_gone: bool
+    reservation: Reservation,
+    now: datetime,
+    *,
+    owners: Sequence[OwnerPod],
+    node_gone: bool,
+    spent: bool,
 ) -> _Ending | None:
-    if reservation.spec.allocate_once and owners:
-        first = min(owners, key=lambda p: (p.namespace, p.name))
+    if reservation.spec.allocate_once and (owners or (spent and _recorded(reservation))):
+        first = min([(p.namespace, p.name) for p in owners] or _recorded(reservation))
         return _Ending(
             ReservationPhase.SUCCEEDED,
             ReservationReason.SUCCEEDED,
-            f"allocated once by pod {first.namespace}/{first.name}; "
-            "the capacity it did not use is released",
+            f"allocated once by pod {first[0]}/{first[1]}; the capacity it did not use is released",
             warning=False,
         )
     node = reservation.status.node_name if reservation.status else None
@@ -170,14 +199,20 @@ def _expiry_message(reservation: Reservation, expiry: datetime) -> str:
 
 
 def _accounting(
-    status: ReservationStatus, owners: Sequence[OwnerPod]
+    status: ReservationStatus, owners: Sequence[OwnerPod], *, keep_recorded: bool
 ) -> tuple[dict[str, Any], list[Event]]:
-    """The currentOwners/allocated part of the patch, and an event per owner come or gone."""
+    """The currentOwners/allocated part of the patch, and an event per owner come or gone.
+
+    With ``keep_recorded`` (allocateOnce) an owner already listed stays listed: the
+    reservation ends with it, whether or not the pod is still there."""
     patch: dict[str, Any] = {}
     events: list[Event] = []
     refs = current_owners(owners)
-    before = {(o.namespace, o.name, o.uid) for o in status.current_owners or ()}
+    before = {(o.namespace or "", o.name or "", o.uid or "") for o in status.current_owners or ()}
     after = {(r["namespace"], r["name"], r["uid"]) for r in refs}
+    if keep_recorded and before - after:
+        after |= before
+        refs = [{"namespace": ns, "name": name, "uid": uid} for ns, name, uid in sorted(after)]
     if before != after:
         patch["currentOwners"] = refs or None
         for namespace, name, _ in sorted(before - after):
@@ -187,9 +222,11 @@ def _accounting(
                     f"pod {namespace}/{name} no longer uses the reservation (finished or deleted)",
                 )
             )
-        holding = {(p.namespace, p.name, p.uid): p for p in owners if p.holding}
-        for key in sorted(after - before):
-            events.append(Event(OWNER_ALLOCATED, _allocated_message(holding[key])))
+    holding = {(p.namespace, p.name, p.uid): p for p in owners if p.holding}
+    # An owner the scheduler recorded before binding it is announced once it is bound.
+    arrived = (after - before) | (holding.keys() & before if keep_recorded else set())
+    for key in sorted(arrived):
+        events.append(Event(OWNER_ALLOCATED, _allocated_message(holding[key])))
     used = allocated(owners)
     old = resource_list(status.allocated)
     if used != old:

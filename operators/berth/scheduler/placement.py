@@ -125,16 +125,22 @@ class ReservationPlacement:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, obj: dict[str, Any], status: dict[str, Any]) -> bool:
-        name = (obj.get("metadata") or {}).get("name", "")
+    async def _write(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        """Write what was decided from ``obj``, only if the reservation is still that
+        version: one expired (or otherwise ended) meanwhile is never placed again. The
+        reservation as stored after the write (None: not written)."""
+        meta = obj.get("metadata") or {}
+        name = meta.get("name", "")
         try:
-            await self.writer.reservation_status(name, status)
+            written = await self.writer.reservation_status(
+                name, status, meta.get("resourceVersion")
+            )
         except Exception as err:
             logger.warning(
                 "reservation status not written", namespace=None, name=name, error=str(err)
             )
-            return False
-        return True
+            return None
+        return written or {**obj, "status": {**(obj.get("status") or {}), **status}}
 
     # -- outcomes --------------------------------------------------------------------------
 
@@ -162,9 +168,12 @@ class ReservationPlacement:
         held_obj = {**obj, "status": {**(obj.get("status") or {}), **status}}
         self.book.on_reservation("MODIFIED", held_obj)
         self.view.forget(pod)  # the book holds the capacity from now on, not the template
-        if not await self._write(obj, status):
+        written = await self._write(obj, status)
+        if written is None:
             self.book.release(pod.uid)
             return False
+        if pod.uid in self.book.held:  # as stored: the version later writes are made over
+            self.book.on_reservation("MODIFIED", written)
         message = f"Reservation {pod.name} placed on node {node}"
         self.writer.event(obj, KIND, "Scheduled", message, api_version=API_VERSION)
         logger.info(
@@ -232,8 +241,8 @@ class ReservationPlacement:
                 condition("Ready", True, "Available", "the reserved capacity is held"),
             ],
         }
-        if await self._write(held.raw, status):
-            obj = {**held.raw, "status": {**(held.raw.get("status") or {}), **status}}
+        obj = await self._write(held.raw, status)
+        if obj is not None:
             self.book.on_reservation("MODIFIED", obj)
             self.writer.event(
                 held.raw,

@@ -69,6 +69,8 @@ class Held:
     # owner pod uid -> its requests
     owners: dict[str, Resources] = field(default_factory=dict)
     counted: PodInfo | None = None
+    spent: bool = False
+    """allocateOnce and an owner was seen, even one gone since: it serves nobody else."""
 
     @property
     def uid(self) -> str:
@@ -80,8 +82,12 @@ class Held:
 
     @property
     def used_up(self) -> bool:
-        """allocateOnce and an owner is in: nothing more to offer or hold."""
-        return self.reservation.spec.allocate_once and bool(self.owners)
+        """allocateOnce and an owner is in, was in, or is recorded in ``currentOwners``
+        (the scheduler records it before binding): nothing more to offer or hold."""
+        status = self.reservation.status
+        return self.reservation.spec.allocate_once and (
+            bool(self.owners) or self.spent or bool(status and status.current_owners)
+        )
 
     def remaining(self) -> Resources:
         if self.used_up:
@@ -133,6 +139,7 @@ class ReservationBook:
             allocatable=granted(obj, template),
             template=template,
             owners=previous.owners if previous is not None else self._owners_of(reservation),
+            spent=previous is not None and previous.spent,
         )
         if previous is not None:
             self._uncount(previous)
@@ -175,6 +182,9 @@ class ReservationBook:
             if pod.uid in held.owners and (found is None or not found[1].holding):
                 if pod.uid in self.assumed.get(held.uid, {}) and kind != "DELETED":
                     continue  # placed by us a moment ago; the watch has not caught up
+                # Deleted or finished: it was an owner. (An annotation taken off a pod
+                # placed elsewhere is not an allocation.)
+                held.spent = held.spent or kind == "DELETED" or found is not None
                 del held.owners[pod.uid]
                 self._recount(held)
         if found is None or not found[1].holding:

@@ -133,10 +133,17 @@ class Writer:
             POD, pod.name, {"metadata": {"annotations": annotations}}, namespace=pod.namespace
         )
 
-    async def reservation_status(self, name: str, status: dict[str, Any]) -> None:
-        """A merge patch of a Reservation's status (lists, like conditions, are replaced)."""
+    async def reservation_status(
+        self, name: str, status: dict[str, Any], resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """A merge patch of a Reservation's status (lists, like conditions, are replaced);
+        the reservation as stored after it. With ``resource_version``, refused (409) when
+        the reservation changed since the version the decision read: the operator may have
+        ended it meanwhile."""
         await self.bucket.take()
-        await self.api.patch_status(RESERVATION, name, status)
+        return await self.api.patch_status(
+            RESERVATION, name, status, resource_version=resource_version
+        )
 
     async def create_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
         await self.bucket.take()

@@ -201,6 +201,15 @@ class CapacityScheduling(Plugin):
             on(ELASTIC_QUOTA, ActionType.UPDATE, _quota_rules_changed),
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self._frees_quota),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(NODE, ActionType.DELETE, self._frees_nominated),
+        )
+
+    def _frees_nominated(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        """A node deleted while quota pods were nominated to it: their share is free."""
+        name = (old.get("metadata") or {}).get("name") if isinstance(old, dict) else None
+        return any(
+            node == name and (self.tree.quotas or self.ledger.quota_of(other.namespace))
+            for node, other in self.handle.view.nominated.values()
         )
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
@@ -313,7 +322,7 @@ class CapacityScheduling(Plugin):
         """Requests of other tree pods nominated after a preemption, by quota and ancestor:
         the capacity freed for them is theirs, not a sibling's."""
         nominated: dict[str, Resources] = {}
-        for uid, (_node, other) in self.handle.view.nominated.items():
+        for uid, other in self._nominated():
             if uid == pod.uid:
                 continue
             try:
@@ -452,6 +461,17 @@ class CapacityScheduling(Plugin):
             self._warn(raw, rejection.reason, f"Pod {pod.key}: {message}")
         return unschedulable(self.name, message)
 
+    def _nominated(self) -> list[tuple[str, PodInfo]]:
+        """Pods nominated to a node that exists: a nomination to a deleted node holds no
+        room, and so no quota share (scheduler-plugins counts the nominated pods of the
+        snapshot's nodes)."""
+        index = self.handle.view.nodes.index
+        return [
+            (uid, other)
+            for uid, (node, other) in self.handle.view.nominated.items()
+            if node in index
+        ]
+
     def demand(self, pod: PodInfo) -> QuotaDemand | None:
         """The pod's quota and what counts against it, None when its namespace has none."""
         self._refresh_quotas()
@@ -460,7 +480,7 @@ class CapacityScheduling(Plugin):
             return None
         in_quota: Resources = {}
         total: Resources = {}
-        for uid, (_node, other) in self.handle.view.nominated.items():
+        for uid, other in self._nominated():
             if uid == pod.uid or self.ledger.quota_of(other.namespace) is None:
                 continue
             request = quota_request(other.requests)

@@ -311,9 +311,15 @@ class Reservation(Plugin):
         assert writer is not None
         value = None if chosen is None else json.dumps({"name": chosen.name, "uid": chosen.uid})
         try:
+            if chosen is not None and chosen.reservation.spec.allocate_once:
+                # Recorded on the reservation first: should the pod be deleted before the
+                # operator sees it bound, or this scheduler stop, nobody serves it twice.
+                owner = {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+                version = (chosen.raw.get("metadata") or {}).get("resourceVersion")
+                await writer.reservation_status(chosen.name, {"currentOwners": [owner]}, version)
             await writer.annotate(pod, {ALLOCATED_ANNOTATION: value})
         except Exception as err:  # the binding must not go ahead without the annotation
-            return Status(Code.ERROR, (f"reservation annotation not written: {err}",), self.name)
+            return Status(Code.ERROR, (f"reservation allocation not written: {err}",), self.name)
         return SUCCESS
 
     # -- the decision record ------------------------------------------------------------------

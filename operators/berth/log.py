@@ -39,6 +39,8 @@ def configure(level: str = "info", json: bool | None = None) -> None:
             foreign_pre_chain=shared,
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                # JSON lines carry the traceback as text (the console renderer prints it).
+                *([structlog.processors.format_exc_info] if use_json else []),
                 renderer,
             ],
         )

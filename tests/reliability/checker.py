@@ -398,6 +398,12 @@ class Checker:
     # What each quota namespace's pods count (uid -> demand), at this look and the one before.
     _counted: dict[str, dict[str, Amounts]] = field(default_factory=dict)
     _counted_before: dict[str, dict[str, Amounts]] = field(default_factory=dict)
+    # Pending pods of each quota namespace at the look before, and every pod uid now: a pod
+    # pending then and gone now may have been bound in between (the scheduler counts it
+    # from its Reserve, before the binding lands) and deleted before a look saw it bound.
+    _pending_before: dict[str, dict[str, Amounts]] = field(default_factory=dict)
+    _pending: dict[str, dict[str, Amounts]] = field(default_factory=dict)
+    _present: set[str] = field(default_factory=set)
     _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
     _placeable_since: dict[str, float] = field(default_factory=dict)
     _reclaimable_since: dict[str, float] = field(default_factory=dict)
@@ -816,6 +822,12 @@ class Checker:
                 _add(used[pod["metadata"]["namespace"]], demand(pod["spec"]))
                 counted[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
         self._counted_before, self._counted = self._counted, counted
+        waiting: dict[str, dict[str, Amounts]] = defaultdict(dict)
+        for pod in snap.pods:
+            if pending(pod) and pod["metadata"]["uid"] not in counted[pod["metadata"]["namespace"]]:
+                waiting[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
+        self._pending_before, self._pending = self._pending, waiting
+        self._present = {pod["metadata"]["uid"] for pod in snap.pods}
         return {
             namespace
             for namespace, quota in snap.governing().items()
@@ -868,8 +880,16 @@ class Checker:
             if quota is not None and not victim.quota_over_min:
                 # The decision fell between the last look and this one: every pod of the
                 # quota either look saw counted (bindings then in flight land in between,
-                # pods deleted meanwhile were there before), and the victim itself.
+                # pods deleted meanwhile were there before), a pod pending at the look
+                # before and gone now (it may have been bound in between and deleted), and
+                # the victim itself.
+                vanished = {
+                    uid: amounts_
+                    for uid, amounts_ in self._pending_before.get(namespace, {}).items()
+                    if uid not in self._present
+                }
                 pods = {
+                    **vanished,
                     **self._counted_before.get(namespace, {}),
                     **self._counted.get(namespace, {}),
                     victim.pod["metadata"]["uid"]: demand(victim.pod["spec"]),

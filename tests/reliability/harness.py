@@ -6,7 +6,9 @@ import asyncio
 import copy
 import functools
 import hashlib
+import json
 import random
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
@@ -46,6 +49,9 @@ class Outcome:
     checker: Checker
     found: list[str] = field(default_factory=list)
     kills: int = 0
+    # Berth's own decision record for pods reported Pending: why it refused them, for the
+    # reader of a report (the checker never reads it).
+    berth_said: list[str] = field(default_factory=list)
 
     def report(self, name: str) -> str:
         counts = {**self.checker.counts, **self.churn.counts}
@@ -54,8 +60,38 @@ class Outcome:
         lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
                  f"  bound per namespace: {bound}"]  # fmt: skip
         lines += [f"  {line}" for line in sorted(set(self.found))[:30]]
+        lines += [f"  berth's record: {line}" for line in self.berth_said[:10]]
         sys.stderr.write("\n" + "\n".join(lines) + "\n")
         return "\n".join(lines)
+
+
+PENDING_POD = re.compile(r"^pod ([^/ ]+)/(\S+) Pending")
+
+
+async def berth_record(berth: BerthRun, line: str) -> str:
+    """For a report of a pod left Pending, what Berth's decision record says of it (its
+    debug endpoint on the health port): the message, the nodes' verdicts and the quota
+    arithmetic. Empty when the line is about something else or Berth cannot answer."""
+    match = PENDING_POD.match(line)
+    if match is None:
+        return ""
+    ports = re.findall(r'"port": (\d+), "event": "health server listening"', berth.log.read_text())
+    if not ports:
+        return ""
+    namespace, name = match.groups()
+    url = f"http://127.0.0.1:{ports[-1]}/debug/pods/{namespace}/{name}"
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as answer,
+        ):
+            record = await answer.json()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return ""
+    quota = (record.get("details") or {}).get("CapacityScheduling")
+    return f"{namespace}/{name} at {record.get('time')}: {record.get('message') or record}" + (
+        f"; quota {json.dumps(quota, sort_keys=True)}" if quota else ""
+    )
 
 
 def short(namespace: str) -> str:
@@ -120,7 +156,11 @@ async def churned(
 
     async def judge() -> None:
         while not stop.is_set():
-            outcome.found.extend(outcome.checker.check(await snapshot(api, namespaces)))
+            found = outcome.checker.check(await snapshot(api, namespaces))
+            outcome.found.extend(found)
+            for line in found:
+                if said := await berth_record(berth, line):
+                    outcome.berth_said.append(said)
             if until is not None and until(outcome.found):
                 stop.set()
             await asyncio.sleep(1)

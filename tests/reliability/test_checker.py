@@ -204,6 +204,33 @@ def test_a_reclaim_from_a_quota_over_its_min_between_two_looks_is_allowed() -> N
     ]
 
 
+def test_a_reclaim_counts_a_pod_pending_before_and_gone_after() -> None:
+    """q1 at its min of 2 at the look before, with a third pod pending; between the looks
+    the scheduler bound it (counting it from its Reserve), took a pod of q1 back for q2's
+    pod, and the churn deleted the third: it may have been there, so the reclaim is not
+    refused. A pending pod still pending after proves nothing and is not counted."""
+    quotas = [quota("q1", "2"), quota("q2", "2")]
+    a, b = (in_namespace(bound(n, "n1", T0 - 10), "q1") for n in ("a", "b"))
+    third, waiting = in_namespace(bound("c", "", T0), "q1"), in_namespace(bound("p", "", T0), "q2")
+    for pod in (third, waiting):
+        pod["spec"]["nodeName"] = ""
+    nodes = {"n1": node("n1")}
+    event = {
+        "metadata": {"uid": "e1"},
+        "message": "Preempted by pod p on node n1",
+        "involvedObject": {"uid": "a"},
+    }
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert checker.check(Snapshot(T0, nodes, [a, b, third, waiting], quotas, [])) == []
+    assert checker.check(Snapshot(T0 + 1, nodes, [b, waiting], quotas, [], [event])) == []
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert checker.check(Snapshot(T0, nodes, [a, b, third, waiting], quotas, [])) == []
+    (found,) = checker.check(Snapshot(T0 + 1, nodes, [b, third, waiting], quotas, [], [event]))
+    assert "the victim's quota was not over its min" in found
+
+
 def once(name: str, node_name: str, cpu: str, **status: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": stamp(T0)},

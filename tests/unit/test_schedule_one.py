@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -37,6 +38,8 @@ class RecordingWriter:
         self.calls: list[tuple[str, Any]] = []
         self.versions: list[str | None] = []  # of each reservation_status call
         self.refuse_bind = False
+        self.before_evict: Callable[[PodInfo], None] | None = None
+        self.gone: set[str] = set()  # pods deleted from the API server: writes meet 404
 
     async def bind(self, pod: PodInfo, node: str) -> None:
         if self.refuse_bind:
@@ -64,9 +67,13 @@ class RecordingWriter:
         self.calls.append(("mark_preempted", pod.name))
 
     async def evict(self, pod: PodInfo) -> None:
+        if self.before_evict is not None:
+            self.before_evict(pod)
         self.calls.append(("evict", pod.name))
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
+        if pod.uid in self.gone:
+            raise ApiException(status=404, reason="Not Found")
         self.calls.append(("nominate", (pod.name, node)))
 
     def event(self, obj: Json, kind: str, reason: str, message: str, **_: Any) -> None:
@@ -513,6 +520,25 @@ STORY_1 = {
     "plugins": {"multiPoint": {"enabled": [{"name": "Reservation"}]}},
     "pluginConfig": [{"name": "Reservation", "args": {"reservePreemptedCapacity": True}}],
 }
+
+
+async def test_a_preemptor_deleted_while_it_is_nominated_holds_nothing() -> None:
+    """The preemptor is deleted while its victims are evicted: the watch shows the
+    deletion before the nomination is made, and the nomination's write meets 404. No
+    nomination is left behind (it would hold the node's room, and its quota share, with
+    nothing to ever drop it)."""
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor)
+
+    def preemptor_deleted(victim: PodInfo) -> None:
+        loop.parts.events.on_pod("DELETED", preemptor)
+        loop.writer.gone.add("uid-default-preemptor")
+
+    loop.writer.before_evict = preemptor_deleted
+    await loop.attempt()
+    assert ("evict", "low") in loop.writer.calls
+    assert loop.parts.view.nominated == {}
 
 
 async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() -> None:

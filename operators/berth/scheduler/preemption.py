@@ -321,6 +321,18 @@ class Evaluator:
         for uid, (node, other) in list(view.nominated.items()):
             if node == best.node and other.priority < pod.priority and uid != pod.uid:
                 view.nominated.pop(uid, None)
-                await writer.nominate(other, "")
+                await self._write_nomination(other, "")
         view.nominate(pod, best.node)
-        await writer.nominate(pod, best.node)
+        await self._write_nomination(pod, best.node)
+
+    async def _write_nomination(self, pod: PodInfo, node: str) -> None:
+        """``status.nominatedNodeName``; a pod deleted meanwhile keeps no nomination (its
+        deletion may have been seen already: held, it would keep room and quota forever)."""
+        writer = self.handle.writer
+        assert writer is not None
+        try:
+            await writer.nominate(pod, node)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            self.handle.view.nominated.pop(pod.uid, None)

@@ -205,8 +205,10 @@ class ClusterView:
         return True
 
     def nominate(self, pod: PodInfo, node: str) -> None:
-        """Hold capacity on a node for a preemptor while its victims leave."""
-        self.nominated[pod.uid] = (node, pod)
+        """Hold capacity on a node for a preemptor while its victims leave; never for a
+        pod whose deletion the watch has shown already (nothing would drop the hold)."""
+        if pod.uid in self.pods:
+            self.nominated[pod.uid] = (node, pod)
 
     def unreported(
         self, row: int, reported_at: float, reported: Callable[[PodInfo], bool]

@@ -10,6 +10,7 @@ import json
 import random
 import re
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -59,12 +60,17 @@ class Outcome:
         bound = ", ".join(f"{k} {v}" for k, v in sorted(self.checker.bound_per_namespace.items()))
         lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
                  f"  bound per namespace: {bound}"]  # fmt: skip
+        kinds = Counter(KIND_OF.sub("…", line) for line in self.found)
+        if len(kinds) > 1 or len(self.found) > 30:
+            lines += [f"  {count} of: {kind}" for kind, count in kinds.most_common(10)]
         lines += [f"  {line}" for line in sorted(set(self.found))[:30]]
         lines += [f"  berth's record: {line}" for line in self.berth_said[:10]]
         sys.stderr.write("\n" + "\n".join(lines) + "\n")
         return "\n".join(lines)
 
 
+# What varies between reports of one kind (objects' names, quantities), for the tally.
+KIND_OF = re.compile(r"\S+/\S+|\S*-(?:n|r|p)\d+\S*|\d+(?:\.\d+)?\S*")
 PENDING_POD = re.compile(r"^pod ([^/ ]+)/(\S+) Pending")
 
 

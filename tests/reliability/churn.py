@@ -42,6 +42,10 @@ class Churn:
     priorities: list[str] = field(default_factory=list)
     cordoned: set[str] = field(default_factory=set)
     node_deletions: bool = True
+    # At most this many pods at once (None: no bound). Creations outnumber deletions, so
+    # over a long run the Pending backlog would grow without end: the long variants keep
+    # the short ones' pressure for longer, not an ever larger overload.
+    max_pods: int | None = None
 
     def __post_init__(self) -> None:
         self.core = CoreV1Api(self.api)
@@ -191,7 +195,9 @@ class Churn:
 
     async def step(self) -> None:
         roll = self.rng.random()
-        if roll < 0.55:
+        if roll < 0.55 and self.max_pods is not None and len(self.pods) >= self.max_pods:
+            await self.delete_pod()
+        elif roll < 0.55:
             await self.create_pod()
         elif roll < 0.85:
             await self.delete_pod()

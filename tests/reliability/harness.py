@@ -42,6 +42,7 @@ class Scale:
     seconds: float
     per_second: float
     kills: int
+    pods_per_node: int | None = None  # the churn's bound on pods at once, per node
 
 
 @dataclass
@@ -155,6 +156,8 @@ async def churned(
         api, scheduler, scheduler, namespaces[1:], namespaces[0], random.Random(scheduler)
     )
     churn.node_deletions = node_deletions
+    if scale.pods_per_node is not None:
+        churn.max_pods = scale.pods_per_node * scale.nodes
     outcome = Outcome(churn, Checker(scheduler))
     await churn.setup(scale.nodes)
     berth.start()

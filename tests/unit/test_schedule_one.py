@@ -50,7 +50,11 @@ class RecordingWriter:
         self.calls.append(("unschedulable", (pod.name, message)))
 
     async def reservation_status(
-        self, name: str, status: dict[str, Any], resource_version: str | None = None
+        self,
+        name: str,
+        status: dict[str, Any],
+        resource_version: str | None = None,
+        still: Callable[[Json], bool] | None = None,
     ) -> None:
         self.calls.append(("reservation_status", (name, status)))
         self.versions.append(resource_version)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth import log
-from berth.api.reservation import GROUP, VERSION, ReservationPhase
+from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, ReservationPhase
 from berth.quota.usage import as_resource_list
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.reservations import KIND, Held, ReservationBook
@@ -133,7 +133,7 @@ class ReservationPlacement:
         name = meta.get("name", "")
         try:
             written = await self.writer.reservation_status(
-                name, status, meta.get("resourceVersion")
+                name, status, meta.get("resourceVersion"), still=not_ended
             )
         except Exception as err:
             logger.warning(
@@ -251,3 +251,9 @@ class ReservationPlacement:
                 f"node {held.node} has room: the capacity is held",
                 api_version=API_VERSION,
             )
+
+
+def not_ended(reservation: dict[str, Any]) -> bool:
+    """A placement decision still holds for the reservation: it has not ended meanwhile."""
+    phase = (reservation.get("status") or {}).get("phase")
+    return phase not in {str(p) for p in TERMINAL_PHASES}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from berth import log
 from berth.api.base import format_time
 from berth.kube.events import event_body
-from berth.kube.write import EVENT, MERGE, POD, RESERVATION, STRATEGIC, ApiWriter
+from berth.kube.write import EVENT, MERGE, POD, RESERVATION, STRATEGIC, ApiWriter, Conflict
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
@@ -134,16 +135,30 @@ class Writer:
         )
 
     async def reservation_status(
-        self, name: str, status: dict[str, Any], resource_version: str | None = None
+        self,
+        name: str,
+        status: dict[str, Any],
+        resource_version: str | None = None,
+        still: Callable[[dict[str, Any]], bool] | None = None,
     ) -> dict[str, Any]:
         """A merge patch of a Reservation's status (lists, like conditions, are replaced);
         the reservation as stored after it. With ``resource_version``, refused (409) when
         the reservation changed since the version the decision read: the operator may have
-        ended it meanwhile."""
+        ended it meanwhile. Refused so, the reservation is read again and the patch made
+        over what is stored when ``still`` says the decision holds for it (the operator's
+        own writes, its Pending phase or its owner accounting, change nothing of it)."""
         await self.bucket.take()
-        return await self.api.patch_status(
-            RESERVATION, name, status, resource_version=resource_version
-        )
+        try:
+            return await self.api.patch_status(
+                RESERVATION, name, status, resource_version=resource_version
+            )
+        except Conflict:
+            current = await self.api.read(RESERVATION, name) if still is not None else None
+            if current is None or still is None or not still(current):
+                raise
+        await self.bucket.take()
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        return await self.api.patch_status(RESERVATION, name, status, resource_version=version)
 
     async def create_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
         await self.bucket.take()

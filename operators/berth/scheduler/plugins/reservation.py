@@ -62,7 +62,7 @@ from berth.scheduler.framework import (
 from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.placement import ReservationPlacement
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import Held, template_pod
+from berth.scheduler.reservations import HOLDING, Held, template_pod
 
 logger = log.get(__name__)
 
@@ -316,7 +316,9 @@ class Reservation(Plugin):
                 # operator sees it bound, or this scheduler stop, nobody serves it twice.
                 owner = {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
                 version = (chosen.raw.get("metadata") or {}).get("resourceVersion")
-                await writer.reservation_status(chosen.name, {"currentOwners": [owner]}, version)
+                await writer.reservation_status(
+                    chosen.name, {"currentOwners": [owner]}, version, still=unclaimed
+                )
             await writer.annotate(pod, {ALLOCATED_ANNOTATION: value})
         except Exception as err:  # the binding must not go ahead without the annotation
             return Status(Code.ERROR, (f"reservation allocation not written: {err}",), self.name)
@@ -425,3 +427,10 @@ class Reservation(Plugin):
             node=node,
         )
         return SUCCESS
+
+
+def unclaimed(reservation: dict[str, Any]) -> bool:
+    """An allocateOnce reservation may still take an owner: it holds capacity and records
+    none (a version the book had not seen yet, changed only by the operator's writes)."""
+    status = reservation.get("status") or {}
+    return status.get("phase") in {str(p) for p in HOLDING} and not status.get("currentOwners")

@@ -4,9 +4,15 @@ one refused by its node's reported load."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 
 from berth.demo.console import Console, check, eventually
+from berth.demo.install import AGENT_REPORT_SECONDS
 from berth.demo.objects import Json, apply_made, events, pod
 from berth.demo.story import Context, Story
 from berth.loadaware.args import THRESHOLDS_ANNOTATION
@@ -25,20 +31,37 @@ def play(ctx: Context) -> None:
         report = _why(ctx, console, "over-quota")
         check("is more than Max (cpu: 0 used + 3 requested > 2)" in report, report)
         check("verdict: OverMax on cpu" in report, report)
-        ctx.say(f"{node}'s reported cpu usage against a threshold of 1% set on the node")
-        thresholds = json.dumps({"usageThresholds": {"cpu": 1}})
-        console.run(
-            "annotate", "node", node, f"{THRESHOLDS_ANNOTATION}={thresholds}", "--overwrite"
+        ctx.say(
+            f"{node}'s reported cpu usage against a threshold of 1% set on the node; its agent "
+            "reports this machine's real usage, so the story keeps one core busy meanwhile "
+            "(an idle machine may use less than 1% of the node)"
         )
-        hot = pod("hot", NAMESPACE, "100m")
-        hot["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-        apply_made(console, hot, f"Pod hot: 100m cpu, only on {node}")
-        report = _why(ctx, console, "hot")
+        with _busy_core():
+            thresholds = json.dumps({"usageThresholds": {"cpu": 1}})
+            console.run(
+                "annotate", "node", node, f"{THRESHOLDS_ANNOTATION}={thresholds}", "--overwrite"
+            )
+            time.sleep(2 * AGENT_REPORT_SECONDS)  # a report made while the core is busy
+            hot = pod("hot", NAMESPACE, "100m")
+            hot["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            apply_made(console, hot, f"Pod hot: 100m cpu, only on {node}")
+            report = _why(ctx, console, "hot")
         check("LoadAwareScheduling" in report, report)
         check("wait for the load to drop" in report, report)
     finally:
         console.run("annotate", "node", node, f"{THRESHOLDS_ANNOTATION}-")
         console.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+
+
+@contextlib.contextmanager
+def _busy_core() -> Iterator[None]:
+    """One process spinning on a core for the duration, stopped however the block ends."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def _why(ctx: Context, console: Console, name: str) -> str:

@@ -545,6 +545,20 @@ async def test_a_preemptor_deleted_while_it_is_nominated_holds_nothing() -> None
     assert loop.parts.view.nominated == {}
 
 
+def test_a_pod_leaving_its_node_wakes_the_check_of_waiting_reservations() -> None:
+    """A preemptor's Reservation waits (phase Waiting) for its victims to leave; it must turn
+    Available before the preemptor, back from its backoff, looks for a node."""
+    low = pod("low", "4", node_name="n1")
+    loop = Loop(node("n1", cpu="4"), low)
+    placement = loop.parts.placement
+    assert placement is not None
+    assert not placement.room_freed.is_set()
+    loop.parts.events.on_pod("ADDED", berth_pod("pending", "1"))
+    assert not placement.room_freed.is_set()  # a pod arriving frees nothing
+    loop.parts.events.on_pod("DELETED", low)
+    assert placement.room_freed.is_set()
+
+
 async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() -> None:
     low = pod("low", "4", node_name="n1")
     preemptor = berth_pod("preemptor", "4", priority=100)

@@ -91,6 +91,8 @@ class EventHandlers:
         self._consume(POD, event, pod)
         self._admit(event, pod)
         if cluster_event is not None:
+            if cluster_event.action & ActionType.DELETE and self.placement is not None:
+                self.placement.room_freed.set()
             self._requeue(cluster_event, old, None if event == "DELETED" else pod)
 
     def on_priority_class(self, event: str, obj: dict[str, Any]) -> None:

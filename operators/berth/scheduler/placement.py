@@ -94,6 +94,10 @@ class ReservationPlacement:
     writer: Writer
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _explained: set[tuple[str, tuple[tuple[str, int], ...]]] = field(default_factory=set)
+    # Set when a pod leaves a node: a Waiting reservation there may turn Available now,
+    # before the preemptor it was made for is tried again (its backoff is a second at
+    # least); the scheduler's periodic loop checks at once rather than at its next tick.
+    room_freed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def refuse(self, obj: dict[str, Any], message: str) -> None:
         """A reservation that cannot be placed whatever the cluster holds: say why on it."""

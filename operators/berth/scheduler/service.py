@@ -8,6 +8,7 @@ and Berth's own kinds, each event routed by the event table.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from typing import Any
@@ -232,15 +233,24 @@ class Scheduler:
             if plugin.period() > 0
         ]
         last_check = {id(plugin): time.monotonic() for _, plugin in periodic}
+        freed = self.placement.room_freed
+        tick = time.monotonic()
         while not stop.is_set():
-            await asyncio.sleep(1.0)
-            if self.metrics is not None:
-                for queue, count in self.queue.counts().items():
-                    self.metrics.set_pending(queue, count)
+            # Waiting reservations are checked as soon as a pod leaves a node, the rest
+            # once a second.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(freed.wait(), max(0.0, tick + 1.0 - time.monotonic()))
+            freed.clear()
             try:
                 await self.placement.check_waiting()
             except Exception:
                 logger.exception("checking waiting reservations failed", namespace=None)
+            if time.monotonic() < tick + 1.0:
+                continue
+            tick = time.monotonic()
+            if self.metrics is not None:
+                for queue, count in self.queue.counts().items():
+                    self.metrics.set_pending(queue, count)
             for profile, plugin in periodic:
                 if time.monotonic() - last_check[id(plugin)] >= plugin.period():
                     last_check[id(plugin)] = time.monotonic()

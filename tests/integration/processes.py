@@ -60,9 +60,10 @@ class BerthRun:
         operators: bool = True,
         scheduler: bool = True,
         env: Mapping[str, str] | None = None,
+        log_level: str = "info",
     ) -> None:
         self.command = run_command(
-            kubeconfig, str(config), operators=operators, scheduler=scheduler, log_level="info"
+            kubeconfig, str(config), operators=operators, scheduler=scheduler, log_level=log_level
         )
         self.log = log
         self.env = env

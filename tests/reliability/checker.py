@@ -10,7 +10,8 @@ Safety, every snapshot:
   their mins;
 - a pod bound by the scheduler satisfied, when it was bound, its nodeSelector, its
   required node affinity, the node's NoSchedule/NoExecute taints and the node's cordon
-  (a fact counts once the checker has seen it for ``SLACK`` seconds before the binding);
+  (unless it tolerates the cordon's taint); a fact counts once the checker has seen it
+  for ``SLACK`` seconds before the binding;
 - and its required pod anti-affinity (and other pods' against it) and its DoNotSchedule
   topology spread, judged ``SLACK`` after the binding against the pods surely there when
   it was made (bound ``SLACK`` before, still there ``SLACK`` after) and, for the spread's
@@ -56,6 +57,7 @@ RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
 TERMINAL = {"Succeeded", "Failed"}
 HOLDING = {"Available", "Waiting"}
 BLOCKING_EFFECTS = {"NoSchedule", "NoExecute"}
+CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 # A fact about a node counts against a binding once seen this long before it: bindings
 # carry second-resolution times, and a scheduler's view lags the API by a moment (on a
 # loaded machine, seconds).
@@ -214,10 +216,16 @@ def selects(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     )
 
 
+def ignores_cordon(spec: Mapping[str, Any]) -> bool:
+    """A pod tolerating the cordon's taint may be placed on a cordoned node (as
+    kube-scheduler's NodeUnschedulable allows)."""
+    return tolerates(spec.get("tolerations") or [], CORDON_TAINT)
+
+
 def eligible(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """Everything but capacity: cordon, taints, selector and affinity."""
     return (
-        not (node.get("spec") or {}).get("unschedulable")
+        (not (node.get("spec") or {}).get("unschedulable") or ignores_cordon(spec))
         and not untolerated(spec, node)
         and selects(spec, node)
     )
@@ -667,7 +675,11 @@ class Checker:
                 continue
             who = key(pod)
             spec = node.get("spec") or {}
-            if spec.get("unschedulable") and self._settled(node_name, "cordoned", when):
+            if (
+                spec.get("unschedulable")
+                and not ignores_cordon(pod["spec"])
+                and self._settled(node_name, "cordoned", when)
+            ):
                 found.append(f"pod {who} bound to {node_name} after it was cordoned")
             for taint in spec.get("taints") or []:
                 fact = f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"

@@ -2,8 +2,8 @@
 and deleted, some tolerating a dedicated taint, some with required node affinity to a zone;
 some that must not share a zone with each other (required pod anti-affinity), some that
 must spread over zones (DoNotSchedule, maxSkew 1); quotas; reservations that expire soon
-or outlive the run, some taken by their owners; nodes tainted, cordoned and uncordoned,
-deleted and added."""
+or outlive the run, some taken by their owners, some on nodes only reservations
+tolerate; nodes tainted, cordoned and uncordoned, deleted and added."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ ZONES = ("a", "b", "c")
 ZONE = "berth.test/zone"
 DEDICATED = {"key": "berth.test/dedicated", "value": "batch", "effect": "NoSchedule"}
 QUARANTINE = {"key": "berth.test/quarantine", "value": "", "effect": "NoExecute"}
+# Nodes kept for reservations (no pod tolerates the taint, half the reservations do): room
+# that pods do not take, so a reservation some node could take is there to be placed
+# whatever the pods' pressure, and one left Pending there is seen as such.
+RESERVED = {"key": "berth.test/reserved", "value": "", "effect": "NoSchedule"}
 SOLO = {"berth.test/solo": "yes"}  # at most one such pod per zone (and namespace)
 SPREAD = {"berth.test/spread": "yes"}  # spread over the zones, skew at most 1
 
@@ -73,6 +77,8 @@ class Churn:
         index = self.counts["nodes added"]
         roll = self.rng.random()
         taints = [DEDICATED] if roll < 0.25 else [QUARANTINE] if roll < 0.35 else []
+        if index % 7 == 3:
+            taints = [RESERVED]
         await self.nodes.add(
             f"n{index}",
             labels={"berth.test/group": self.group, "berth.test/zone": ZONES[index % 3]},
@@ -115,11 +121,11 @@ class Churn:
                 "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
             }
         roll = self.rng.random()
-        if roll < 0.1:
+        if roll < 0.08:
             labels.update(SOLO)
             term = {"labelSelector": {"matchLabels": SOLO}, "topologyKey": ZONE}
             affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
-        elif roll < 0.2:
+        elif roll < 0.25:  # enough of them at once, per namespace, for a skew to arise
             labels.update(SPREAD)
             spec["topologySpreadConstraints"] = [
                 {
@@ -163,6 +169,7 @@ class Churn:
     async def create_reservation(self) -> None:
         self.counts["reservations"] += 1
         name = f"{self.group}-r{self.counts['reservations']}"
+        tolerations = [{"key": RESERVED["key"], "operator": "Exists"}]
         body = {
             "apiVersion": "scheduling.koordinator.sh/v1alpha1",
             "kind": "Reservation",
@@ -172,6 +179,7 @@ class Churn:
                     "spec": {
                         "schedulerName": self.scheduler,
                         "nodeSelector": {"berth.test/group": self.group},
+                        "tolerations": tolerations if self.rng.random() < 0.5 else [],
                         "containers": [
                             {
                                 "name": "c",

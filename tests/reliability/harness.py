@@ -118,7 +118,8 @@ def installed_config(scheduler: str) -> dict[str, Any]:
 
 
 def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs: Any) -> BerthRun:
-    return BerthRun.configured(kubeconfig, config, directory, **kwargs)
+    """Logging each binding too (debug), for the reader of a report."""
+    return BerthRun.configured(kubeconfig, config, directory, log_level="debug", **kwargs)
 
 
 @asynccontextmanager

@@ -63,6 +63,17 @@ def test_a_binding_while_uncordoned_is_not_judged_against_an_earlier_cordon() ->
     assert found == ["pod free/late bound to n1 after it was cordoned"]
 
 
+def test_a_pod_tolerating_the_cordon_may_be_bound_to_a_cordoned_node() -> None:
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert judge(checker, T0, node("n1", cordoned=True)) == []
+    toleration = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}
+    tolerating = bound("tolerating", "n1", T0 + 10, tolerations=[toleration])
+    other = bound("other", "n1", T0 + 10)
+    found = judge(checker, T0 + 11, node("n1", cordoned=True), tolerating, other)
+    assert found == ["pod free/other bound to n1 after it was cordoned"]
+
+
 SOLO = {"solo": "yes"}
 ANTI = {
     "podAntiAffinity": {

@@ -67,7 +67,12 @@ def unchanged(_config: dict[str, Any]) -> None:
 
 MUTATIONS = {
     "taints ignored": Mutation(disable("TaintToleration"), "despite untolerated"),
-    "cordon ignored": Mutation(disable("NodeUnschedulable"), "after it was cordoned"),
+    # A cordon reaches a scheduler twice: spec.unschedulable (NodeUnschedulable) and the
+    # node.kubernetes.io/unschedulable taint the node lifecycle controller adds for it
+    # within moments (TaintToleration). Ignoring the cordon is ignoring both.
+    "cordon ignored": Mutation(
+        disable("NodeUnschedulable", "TaintToleration"), "after it was cordoned"
+    ),
     "node affinity ignored": Mutation(disable("NodeAffinity"), "nodeSelector/affinity not met"),
     "capacity ignored": Mutation(disable("NodeResourcesFit"), "allocatable"),
     "pod anti-affinity ignored": Mutation(disable("InterPodAffinity"), "anti-affinity"),

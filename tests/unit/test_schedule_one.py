@@ -18,6 +18,7 @@ from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.scheduler.assembly import Assembly, assemble
 from berth.scheduler.config import Profile
 from berth.scheduler.framework import CycleState
+from berth.scheduler.placement import placeable_on, unplaced
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.reservations import template_pod
@@ -466,6 +467,41 @@ async def test_a_reservation_goes_through_the_plugin_points_and_binds_as_its_sta
     assert not [c for c in loop.writer.calls if c[0] == "bind"]
 
 
+async def test_a_placement_outruns_the_watch_and_its_earlier_versions_change_nothing() -> None:
+    """The placement is written over the operator's Pending status (version 6) and stored as
+    version 7; the watch then delivers version 6. Taken as current, it would free the
+    reservation's capacity for a moment and queue it to be placed again."""
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    created = reservation("r", "3")
+    loop.parts.events.on_custom("Reservation")("ADDED", created)
+
+    async def stored(name: str, status: Json, *_: Any, **__: Any) -> Json:
+        return {
+            **created,
+            "metadata": {**created["metadata"], "resourceVersion": "7"},
+            "status": status,
+        }
+
+    loop.writer.reservation_status = stored  # type: ignore[method-assign]
+    await loop.attempt()
+    assert loop.parts.view.nodes.requested[0, 0] == 3000
+    pending = {**created, "metadata": {**created["metadata"], "resourceVersion": "6"}}
+    pending["status"] = {"phase": "Pending"}
+    loop.parts.events.on_custom("Reservation")("MODIFIED", pending)
+    assert "rsv-r" in loop.parts.book.held
+    assert "rsv-r" not in loop.queue
+    loop.parts.events.on_pod("ADDED", berth_pod("p", "2"))
+    popped = await loop.attempt()
+    assert popped.name == "p"
+    assert not [c for c in loop.writer.calls if c[0] == "bind"]  # 3 of 4 CPUs held
+    # A version newer than the placement is taken: the operator ended it.
+    ended = {**created, "metadata": {**created["metadata"], "resourceVersion": "8"}}
+    ended["status"] = {"phase": "Failed", "nodeName": "n1"}
+    loop.parts.events.on_custom("Reservation")("MODIFIED", ended)
+    assert "rsv-r" not in loop.parts.book.held
+    assert loop.parts.view.nodes.requested[0, 0] == 0
+
+
 async def test_a_pre_allocated_reservation_is_placed_on_a_full_node_and_waits() -> None:
     full = pod("full", "4", node_name="n1")
     loop = Loop(node("n1", cpu="4"), full, profile=RESERVATION_PROFILE)
@@ -676,3 +712,15 @@ async def test_a_reservation_annotation_berth_does_not_honour_is_refused_by_name
     (refusal,) = loop.writer.events("FailedScheduling")
     assert "scheduling.koordinator.sh/reservation-restricted-options is not supported" in refusal
     assert "rsv-r" not in loop.queue
+
+
+def test_a_status_write_refused_as_stale_is_made_again_only_when_the_decision_holds() -> None:
+    """A refusal is not written over a reservation placed meanwhile (it would turn it back
+    to Pending); a placement not over one ended or placed on another node meanwhile."""
+    pending, on_n1, on_n2 = ({"status": s} for s in (
+        {"phase": "Pending"}, {"phase": "Available", "nodeName": "n1"},
+        {"phase": "Available", "nodeName": "n2"}))  # fmt: skip
+    expired = {"status": {"phase": "Failed", "nodeName": "n1"}}
+    assert [unplaced(r) for r in (pending, {}, on_n1)] == [True, True, False]
+    still = placeable_on("n1")
+    assert [still(r) for r in (pending, on_n1, on_n2, expired)] == [True, True, False, False]

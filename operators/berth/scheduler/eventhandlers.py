@@ -138,6 +138,8 @@ class EventHandlers:
         """The handler of one custom kind's watch."""
 
         def handle(event: str, obj: dict[str, Any]) -> None:
+            if kind == RESERVATION and self.book.outdated(event, obj):
+                return  # older than our own placement: its newer version is on its way
             old = self.view.custom.get(kind, {}).get(object_key(obj))
             self.view.on_custom(kind, event, obj)
             if kind == RESERVATION:

@@ -15,6 +15,7 @@ conditions list, so both conditions are always written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,9 @@ from berth.scheduler.view import ClusterView
 from berth.scheduler.writer import Writer, now
 
 logger = log.get(__name__)
+
+# Whether a decision made from an earlier version of a reservation holds for the stored one.
+Still = Callable[[dict[str, Any]], bool]
 
 API_VERSION = f"{GROUP}/{VERSION}"
 # The plugin that places reservations and lets owners use them.
@@ -87,6 +91,31 @@ def pending(event: str, obj: dict[str, Any]) -> bool:
     )
 
 
+def not_ended(reservation: dict[str, Any]) -> bool:
+    """A decision about a placed reservation still holds: it has not ended meanwhile."""
+    phase = (reservation.get("status") or {}).get("phase")
+    return phase not in {str(p) for p in TERMINAL_PHASES}
+
+
+def unplaced(reservation: dict[str, Any]) -> bool:
+    """A refusal still holds: the reservation has been neither placed nor ended meanwhile."""
+    status = reservation.get("status") or {}
+    return status.get("phase") in (None, str(ReservationPhase.PENDING)) and not status.get(
+        "nodeName"
+    )
+
+
+def placeable_on(node: str) -> Still:
+    """A placement on ``node`` still holds: the reservation has not ended, nor been placed
+    on another node, meanwhile."""
+
+    def still(reservation: dict[str, Any]) -> bool:
+        placed = (reservation.get("status") or {}).get("nodeName")
+        return not_ended(reservation) and placed in (None, "", node)
+
+    return still
+
+
 @dataclass
 class ReservationPlacement:
     view: ClusterView
@@ -104,7 +133,7 @@ class ReservationPlacement:
         self.writer.event(
             obj, KIND, "FailedScheduling", message, warning=True, api_version=API_VERSION
         )
-        self._spawn_status(obj, self._unschedulable_status(message))
+        self._spawn_status(obj, self._unschedulable_status(message), still=unplaced)
 
     def explain_resize(self, held: Held) -> None:
         """A placed reservation whose template now asks for something else keeps what it
@@ -124,20 +153,25 @@ class ReservationPlacement:
         )
         logger.info("reservation resize refused", namespace=None, name=held.name, node=held.node)
 
-    def _spawn_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._write(obj, status))
+    def _spawn_status(
+        self, obj: dict[str, Any], status: dict[str, Any], still: Still = not_ended
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(obj, status, still))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
-        """Write what was decided from ``obj``, only if the reservation is still that
-        version: one expired (or otherwise ended) meanwhile is never placed again. The
-        reservation as stored after the write (None: not written)."""
+    async def _write(
+        self, obj: dict[str, Any], status: dict[str, Any], still: Still
+    ) -> dict[str, Any] | None:
+        """Write what was decided from ``obj`` over that version, or over the stored one if
+        ``still`` says the decision holds for it: one expired (or otherwise ended)
+        meanwhile is never placed again, one placed meanwhile never made Pending again.
+        The reservation as stored after the write (None: not written)."""
         meta = obj.get("metadata") or {}
         name = meta.get("name", "")
         try:
             written = await self.writer.reservation_status(
-                name, status, meta.get("resourceVersion"), still=not_ended
+                name, status, meta.get("resourceVersion"), still=still
             )
         except Exception as err:
             logger.warning(
@@ -172,7 +206,7 @@ class ReservationPlacement:
         held_obj = {**obj, "status": {**(obj.get("status") or {}), **status}}
         self.book.on_reservation("MODIFIED", held_obj)
         self.view.forget(pod)  # the book holds the capacity from now on, not the template
-        written = await self._write(obj, status)
+        written = await self._write(obj, status, still=placeable_on(node))
         if written is None:
             self.book.release(pod.uid)
             return False
@@ -215,7 +249,7 @@ class ReservationPlacement:
         )
         if current and current[0].get("message") == message:
             return  # already says so
-        await self._write(obj, self._unschedulable_status(message))
+        await self._write(obj, self._unschedulable_status(message), still=unplaced)
 
     # -- Waiting -> Available ----------------------------------------------------------------
 
@@ -245,7 +279,7 @@ class ReservationPlacement:
                 condition("Ready", True, "Available", "the reserved capacity is held"),
             ],
         }
-        obj = await self._write(held.raw, status)
+        obj = await self._write(held.raw, status, still=not_ended)
         if obj is not None:
             self.book.on_reservation("MODIFIED", obj)
             self.writer.event(
@@ -255,9 +289,3 @@ class ReservationPlacement:
                 f"node {held.node} has room: the capacity is held",
                 api_version=API_VERSION,
             )
-
-
-def not_ended(reservation: dict[str, Any]) -> bool:
-    """A placement decision still holds for the reservation: it has not ended meanwhile."""
-    phase = (reservation.get("status") or {}).get("phase")
-    return phase not in {str(p) for p in TERMINAL_PHASES}

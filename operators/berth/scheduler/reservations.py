@@ -108,6 +108,19 @@ class ReservationBook:
     assumed: dict[str, dict[str, Resources]] = field(default_factory=dict)
     by_name: dict[str, str] = field(default_factory=dict)
 
+    def outdated(self, event: str, obj: dict[str, Any]) -> bool:
+        """Whether a watch event is older than the version the book holds, which this
+        scheduler wrote itself: the watch has not caught up with the placement yet. Taken
+        as current, the reservation's earlier Pending phase would free its capacity for a
+        moment (another pod placed into it) and queue it to be placed again."""
+        held = self.held.get((obj.get("metadata") or {}).get("uid", ""))
+        if event == "DELETED" or held is None:
+            return False
+        # The API server's versions are etcd revisions: integers that grow with every write.
+        theirs = (obj.get("metadata") or {}).get("resourceVersion") or ""
+        ours = (held.raw.get("metadata") or {}).get("resourceVersion") or ""
+        return theirs.isdigit() and ours.isdigit() and int(theirs) < int(ours)
+
     def on_reservation(self, event: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         uid = meta.get("uid", "")
@@ -178,6 +191,9 @@ class ReservationBook:
     def on_pod(self, kind: str, pod: PodInfo) -> None:
         """Owners come and go with the annotated pods of the watch."""
         found = owner_pod(pod.raw) if kind != "DELETED" else None
+        if kind == "DELETED":  # placed by us and gone before the watch showed it annotated
+            for assumed in self.assumed.values():
+                assumed.pop(pod.uid, None)
         for held in self.held.values():
             if pod.uid in held.owners and (found is None or not found[1].holding):
                 if pod.uid in self.assumed.get(held.uid, {}) and kind != "DELETED":

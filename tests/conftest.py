@@ -44,12 +44,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the integration tests against this kubeconfig instead of the local cluster",
     )
     parser.addoption(
-        "--reliability",
-        action="store_true",
-        default=False,
-        help="the short reliability variants (churn and crashes against the checker)",
-    )
-    parser.addoption(
         "--mutations",
         action="store_true",
         default=False,
@@ -64,28 +58,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The reliability tests' short variants run in the suite; the mutation runs only when
+    asked for (their length)."""
     mutations = config.getoption("mutations")
-    reliability = config.getoption("reliability") or config.getoption("long")
     for item in items:
         if "tests/integration/" in item.nodeid:
             item.add_marker(pytest.mark.integration)
-        if "tests/reliability/test_mutations.py" in item.nodeid and not mutations:
+        mutation = "tests/reliability/test_mutations.py" in item.nodeid or (
+            "tests/reliability/test_migration_reliability.py" in item.nodeid
+            and "catches" in item.name
+        )
+        if mutation and not mutations:
             item.add_marker(
                 pytest.mark.skip(reason="the mutation runs take 15-25 minutes: tox -e mutations")
-            )
-        elif "tests/reliability/test_migration_reliability.py" in item.nodeid:
-            if "catches" in item.name and not mutations:
-                item.add_marker(pytest.mark.skip(reason="a mutation run: tox -e mutations"))
-            elif "catches" not in item.name and not reliability:
-                item.add_marker(
-                    pytest.mark.skip(reason="a short reliability variant: tox -e reliability-short")
-                )
-        elif "tests/reliability/test_reliability.py" in item.nodeid and not reliability:
-            item.add_marker(
-                pytest.mark.skip(
-                    reason="the strengthened checker still reports violations Berth has to fix "
-                    "(docs/operations.md): tox -e reliability-short"
-                )
             )
 
 

@@ -429,6 +429,12 @@ class Checker:
     # First and last look that saw each node: pods on a deleted node count for no scheduler.
     _node_seen: dict[str, tuple[float, float]] = field(default_factory=dict)
     _to_judge: list[str] = field(default_factory=list)  # bindings whose pod rules are due
+    # Pods pending at one look and gone at the next, never seen bound: each may have been
+    # bound anywhere in between (and been counted by the scheduler), then deleted or
+    # preempted. (pod, the look before, the look after.)
+    _vanished: list[tuple[Obj, float, float]] = field(default_factory=list)
+    _waiting_before: dict[str, Obj] = field(default_factory=dict)
+    _look_before: float = 0.0
     bound_per_namespace: Counter[str] = field(default_factory=Counter)
     # Pending pods some node surely takes now (directly, or by reclaim), by name.
     placeable: list[str] = field(default_factory=list)
@@ -719,6 +725,15 @@ class Checker:
         for uid, placed in self._placed.items():
             if uid not in seen and placed.gone is None:
                 placed.gone = now
+        uids = {pod["metadata"]["uid"] for pod in snap.pods}
+        self._vanished = [v for v in self._vanished if v[2] >= now - 4 * SLACK]
+        self._vanished += [
+            (pod, self._look_before, now)
+            for uid, pod in self._waiting_before.items()
+            if uid not in uids and uid not in self._placed
+        ]
+        self._waiting_before = {p["metadata"]["uid"]: p for p in snap.pods if pending(p)}
+        self._look_before = now
         found = []
         due = [u for u in self._to_judge if self._placed.get(u) and
                self._placed[u].at + SLACK <= now]  # fmt: skip
@@ -822,7 +837,17 @@ class Checker:
                 )
                 for sure in (True, False)
             )
-            least = min(possibly[d] for d in domains)
+            # A pod of the kind that vanished unseen around then may have been in any
+            # domain, the least loaded one too.
+            unseen = sum(
+                1
+                for pod, after, before in self._vanished
+                if pod["metadata"]["namespace"] == namespace
+                and _selected(selector, pod)
+                and after <= placed.at + SLACK
+                and before >= placed.at - SLACK
+            )
+            least = min(possibly[d] for d in domains) + unseen
             skew = surely[mine] + int(_selected(selector, placed.pod)) - least
             if skew > int(c.get("maxSkew") or 1):
                 found.append(

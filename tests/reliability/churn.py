@@ -42,6 +42,7 @@ class Churn:
     rng: random.Random
     counts: Counter[str] = field(default_factory=Counter)
     pods: list[tuple[str, str]] = field(default_factory=list)
+    spread: set[tuple[str, str]] = field(default_factory=set)  # pods with SPREAD
     reservations: list[str] = field(default_factory=list)
     priorities: list[str] = field(default_factory=list)
     cordoned: set[str] = field(default_factory=set)
@@ -155,13 +156,22 @@ class Churn:
         labels = None
         if self.reservations and self.rng.random() < 0.2:
             labels = {"app": self.rng.choice(self.reservations)}  # a would-be owner
-        await self.core.create_namespaced_pod(namespace, self._pod(name, labels))
+        body = self._pod(name, labels)
+        await self.core.create_namespaced_pod(namespace, body)
         self.pods.append((namespace, name))
+        if SPREAD.items() <= body["metadata"]["labels"].items():
+            self.spread.add((namespace, name))
 
     async def delete_pod(self) -> None:
         if not self.pods:
             return
-        namespace, name = self.pods.pop(self.rng.randrange(len(self.pods)))
+        index = self.rng.randrange(len(self.pods))
+        # Spread pods live five times longer (services, not batch): a skew shows only
+        # against pods that stay long enough to be surely there when another is placed.
+        if self.pods[index] in self.spread and self.rng.random() < 0.8:
+            return
+        namespace, name = self.pods.pop(index)
+        self.spread.discard((namespace, name))
         with contextlib.suppress(ApiException):
             await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         self.counts["pods deleted"] += 1

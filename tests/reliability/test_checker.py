@@ -139,6 +139,30 @@ def test_do_not_schedule_spread_counts_the_domains_its_nodes_span() -> None:
     ]
 
 
+def waiting(name: str, **spec: Any) -> dict[str, Any]:
+    pod = bound(name, "", T0, **spec)
+    del pod["spec"]["nodeName"]
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def test_a_spread_pod_bound_and_gone_between_two_looks_may_have_been_the_fewest() -> None:
+    """The scheduler placed a2 beside a1 while a pod it had just bound to zone b (and then
+    preempted) was there: no look saw that pod bound, only pending and then gone."""
+    nodes = [node("n1", zone="a"), node("n2", zone="b")]
+    spread = {"labels": {"spread": "yes"}, "topologySpreadConstraints": SPREAD}
+    a1 = bound("a1", "n1", T0, **spread)
+    for gone_at, expected in ((T0 + 21, []), (T0 - 30, ["skew 2 > 1"])):
+        checker = Checker(SCHEDULER)
+        checker.liveness = False
+        look(checker, T0 - 60, nodes)
+        look(checker, gone_at - 1, nodes, a1, waiting("b1", **spread))
+        look(checker, gone_at, nodes, a1)
+        a2 = bound("a2", "n1", T0 + 21, **spread)
+        found = look(checker, T0 + 21, nodes, a1, a2) + look(checker, T0 + 27, nodes, a1, a2)
+        assert [f.split(": ")[1][:10] for f in found if "skew" in f] == expected
+
+
 def test_pods_of_a_deleted_node_are_no_neighbours_and_its_domain_none() -> None:
     """No scheduler counts the pods of a node that is gone (they stay until the garbage
     collector removes them), nor a zone all of whose nodes are gone."""

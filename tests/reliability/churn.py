@@ -62,12 +62,16 @@ class Churn:
         for value, name in ((0, "low"), (1000, "mid"), (100000, "high")):
             self.priorities.append(await self.classes.add(name, value))
         await asyncio.gather(*(self.add_node() for _ in range(nodes)))
+        # 12 and 20 CPUs each up to 20 nodes, in proportion beyond: a larger cluster keeps
+        # the quotas' share of it, not a fixed few pods of each quota admitted at a time
+        # and the rest retried without end.
+        scale = max(1, nodes // 20)
         for namespace in self.quota_namespaces:
             quota = {
                 "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
                 "kind": "ElasticQuota",
                 "metadata": {"name": "churn"},
-                "spec": {"min": {"cpu": "12"}, "max": {"cpu": "20"}},
+                "spec": {"min": {"cpu": str(12 * scale)}, "max": {"cpu": str(20 * scale)}},
             }
             await self.custom.create_namespaced_custom_object(
                 "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota

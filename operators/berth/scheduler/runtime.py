@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -87,14 +88,7 @@ class Framework:
 
     def queue_share(self, pod: PodInfo) -> float:
         """The pod's fair share in the queue: the largest its plugins give (0: none do)."""
-        return max(
-            (
-                p.queue_share(pod)
-                for p in self.instances.values()
-                if isinstance(p, QueueSharePlugin)
-            ),
-            default=0.0,
-        )
+        return max((p.queue_share(pod) for p in self._queue_share), default=0.0)
 
     def periodic(self) -> list[PeriodicPlugin]:
         return [p for p in self.instances.values() if isinstance(p, PeriodicPlugin)]
@@ -189,16 +183,27 @@ class Framework:
     def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
         """Count ``other`` on the row again, for the node table and every PreFilter extension."""
         self.view.nodes.add_pod(row, other)
-        for plugin in self.pre_filter:
-            if isinstance(plugin, PreFilterExtensions) and _name(plugin) not in state.skip_filter:
+        for name, plugin in self._extensions:
+            if name not in state.skip_filter:
                 plugin.add_pod(state, pod, other, row)
 
     def run_remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
         """Take ``other`` off the row, for the node table and every PreFilter extension."""
         self.view.nodes.remove_pod(row, other)
-        for plugin in self.pre_filter:
-            if isinstance(plugin, PreFilterExtensions) and _name(plugin) not in state.skip_filter:
+        for name, plugin in self._extensions:
+            if name not in state.skip_filter:
                 plugin.remove_pod(state, pod, other, row)
+
+    # The plugins of an optional interface, found once the profile is assembled: a check
+    # against a runtime protocol reads every one of its attributes each time, and these run
+    # for every pod a preemption dry run adds or removes.
+    @cached_property
+    def _extensions(self) -> list[tuple[str, PreFilterExtensions]]:
+        return [(_name(p), p) for p in self.pre_filter if isinstance(p, PreFilterExtensions)]
+
+    @cached_property
+    def _queue_share(self) -> list[QueueSharePlugin]:
+        return [p for p in self.instances.values() if isinstance(p, QueueSharePlugin)]
 
     def _hold_nominated(self, state: CycleState, pod: PodInfo) -> None:
         """Put the nominated pods that outrank or equal ``pod`` on their nodes in ``state``.

@@ -40,7 +40,7 @@ logger = log.get(__name__)
 
 
 @kopf.index("pods", registry=REGISTRY)
-def quota_pods(
+async def quota_pods(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
 ) -> dict[str, PodRequests]:
     requests = requests_if_counted(body)
@@ -50,26 +50,28 @@ def quota_pods(
 
 
 @kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
-def quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, QuotaSeen]:
+async def quotas(
+    namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[str, QuotaSeen]:
     if namespace is None:
         return {}
     return {namespace: quota_seen(name, body)}
 
 
 @kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
-def quota_tree_objects(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+async def quota_tree_objects(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     return {TREE: dict(body)} if is_tree_quota(body) else {}
 
 
 @kopf.index("pods", registry=REGISTRY)
-def quota_tree_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, PodSeen]:
+async def quota_tree_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, PodSeen]:
     """Live pods, placed or waiting: a tree quota's request counts the waiting ones too."""
     seen = pod_seen(body) if namespace is not None else None
     return {} if seen is None else {TREE: seen}
 
 
 @kopf.index("nodes", registry=REGISTRY)
-def quota_tree_nodes(body: kopf.Body, **_: Any) -> dict[str, Resources]:
+async def quota_tree_nodes(body: kopf.Body, **_: Any) -> dict[str, Resources]:
     return {TREE: resource_list((body.get("status") or {}).get("allocatable"))}
 
 

@@ -43,12 +43,12 @@ logger = log.get(__name__)
 
 
 @kopf.index("nodes", registry=REGISTRY)
-def nodemetric_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeSeen]:
+async def nodemetric_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeSeen]:
     return {name: node_seen(body)}
 
 
 @kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
-def nodemetric_specs(name: str, body: kopf.Body, **_: Any) -> dict[str, MetricSeen]:
+async def nodemetric_specs(name: str, body: kopf.Body, **_: Any) -> dict[str, MetricSeen]:
     return {name: metric_seen(body)}
 
 

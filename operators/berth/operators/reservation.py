@@ -42,7 +42,7 @@ logger = log.get(__name__)
 
 
 @kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
-def reservation_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, Reservation]:
+async def reservation_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, Reservation]:
     try:
         return {name: Reservation.from_dict(dict(body))}
     except ValidationError as err:
@@ -52,13 +52,13 @@ def reservation_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, Reser
 
 
 @kopf.index("pods", registry=REGISTRY)
-def reservation_owner_pods(body: kopf.Body, **_: Any) -> dict[str, OwnerPod]:
+async def reservation_owner_pods(body: kopf.Body, **_: Any) -> dict[str, OwnerPod]:
     found = owner_pod(body)
     return {} if found is None else {found[0]: found[1]}
 
 
 @kopf.index("nodes", registry=REGISTRY)
-def reservation_nodes(name: str, **_: Any) -> dict[str, None]:
+async def reservation_nodes(name: str, **_: Any) -> dict[str, None]:
     return {name: None}
 
 

@@ -41,12 +41,12 @@ def connection_info(configuration: Configuration) -> kopf.ConnectionInfo:
 
 
 @kopf.on.login(registry=REGISTRY)
-def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+async def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
     return connection_info(memo.configuration)
 
 
 @kopf.on.startup(registry=REGISTRY)
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = "berth.dev/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(

@@ -15,7 +15,6 @@ conditions list, so both conditions are always written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,12 +24,9 @@ from berth.quota.usage import as_resource_list
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.reservations import KIND, Held, ReservationBook
 from berth.scheduler.view import ClusterView
-from berth.scheduler.writer import Writer, now
+from berth.scheduler.writer import Still, Writer, now
 
 logger = log.get(__name__)
-
-# Whether a decision made from an earlier version of a reservation holds for the stored one.
-Still = Callable[[dict[str, Any]], bool]
 
 API_VERSION = f"{GROUP}/{VERSION}"
 # The plugin that places reservations and lets owners use them.
@@ -153,9 +149,7 @@ class ReservationPlacement:
         )
         logger.info("reservation resize refused", namespace=None, name=held.name, node=held.node)
 
-    def _spawn_status(
-        self, obj: dict[str, Any], status: dict[str, Any], still: Still = not_ended
-    ) -> None:
+    def _spawn_status(self, obj: dict[str, Any], status: dict[str, Any], still: Still) -> None:
         task = asyncio.get_running_loop().create_task(self._write(obj, status, still))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

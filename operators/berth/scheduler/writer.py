@@ -27,6 +27,9 @@ from berth.kube.write import EVENT, MERGE, POD, RESERVATION, STRATEGIC, ApiWrite
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
+
+# Whether a decision made from an earlier version of a reservation holds for the stored one.
+Still = Callable[[dict[str, Any]], bool]
 EVENT_WORKERS = 2
 EVENT_QUEUE_SIZE = 10000  # beyond this, events are dropped (logged), never decisions
 
@@ -139,7 +142,7 @@ class Writer:
         name: str,
         status: dict[str, Any],
         resource_version: str | None = None,
-        still: Callable[[dict[str, Any]], bool] | None = None,
+        still: Still | None = None,
     ) -> dict[str, Any]:
         """A merge patch of a Reservation's status (lists, like conditions, are replaced);
         the reservation as stored after it. With ``resource_version``, refused (409) when
@@ -153,8 +156,10 @@ class Writer:
                 RESERVATION, name, status, resource_version=resource_version
             )
         except Conflict:
-            current = await self.api.read(RESERVATION, name) if still is not None else None
-            if current is None or still is None or not still(current):
+            if still is None:
+                raise
+            current = await self.api.read(RESERVATION, name)
+            if current is None or not still(current):
                 raise
         await self.bucket.take()
         version = (current.get("metadata") or {}).get("resourceVersion")

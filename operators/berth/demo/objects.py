@@ -120,6 +120,14 @@ def cpu(amount: str) -> Decimal:
     return parse_quantity(amount)
 
 
+def reported_cpu_percent(console: Console, node: str) -> float:
+    """The node's last reported cpu usage, percent of its allocatable."""
+    metric = console.get_json("nodemetric", node)
+    usage = metric["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"]
+    allocatable = console.get_json("node", node)["status"]["allocatable"]["cpu"]
+    return float(100 * cpu(usage) / cpu(allocatable))
+
+
 def pod(name: str, namespace: str, cpu_request: str, **spec: Any) -> Json:
     """A pod for Berth's scheduler (kwok runs no containers: the image is never pulled)."""
     container = {

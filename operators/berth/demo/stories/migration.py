@@ -14,7 +14,15 @@ from datetime import UTC, datetime
 
 from berth.demo.console import Console, StoryFailed, check, eventually
 from berth.demo.install import BALANCED_LABEL, DESCHEDULING_SECONDS, high_thresholds
-from berth.demo.objects import Json, allocated_to, apply_made, live_pods, node_of, scale_away
+from berth.demo.objects import (
+    Json,
+    allocated_to,
+    apply_made,
+    live_pods,
+    node_of,
+    reported_cpu_percent,
+    scale_away,
+)
 from berth.demo.story import Context, Story
 from berth.localcluster.kubectl import KubectlError
 from berth.localcluster.nodes import kwok_node
@@ -132,7 +140,7 @@ def play(ctx: Context) -> None:
                 raise StoryFailed(f"a migration failed: {_status(failed[0])}")
             if not jobs or any(phase != "Succeeded" for phase in phases.values()):
                 return f"jobs {phases or 'none yet'}"
-            percent = _cpu_percent(console, HOT)
+            percent = reported_cpu_percent(console, HOT)
             return None if percent < high else f"{HOT} at {percent:.1f}% cpu"
 
         eventually(f"{HOT} relieved by migrations", relieved, timeout=120, interval=1.0)
@@ -159,7 +167,7 @@ def play(ctx: Context) -> None:
         )
         _check_replacements(console, jobs, first_pods)
         _show_usage(console, high)
-        percent = _cpu_percent(console, HOT)
+        percent = reported_cpu_percent(console, HOT)
         check(percent < high, f"{HOT} still at {percent:.1f}% cpu, over {high:g}%")
     finally:
         reporter.stop()
@@ -206,24 +214,12 @@ def _jobs(console: Console) -> list[Json]:
     return [j for j in items if j["spec"]["podRef"].get("namespace") == NAMESPACE]
 
 
-def _cpu_percent(console: Console, node: str) -> float:
-    """The node's reported cpu usage, percent of its allocatable."""
-    metric = console.get_json("nodemetric", node)
-    usage = metric["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"]
-    allocatable = console.get_json("node", node)["status"]["allocatable"]["cpu"]
-    return 100.0 * _millis(usage) / _millis(allocatable)
-
-
-def _millis(quantity: str) -> int:
-    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
-
-
 def _show_usage(console: Console, high: float) -> None:
     pods = live_pods(console, NAMESPACE)
     console.write(f"\nreported now (kubectl get nodemetric; high threshold cpu {high:g}%):")
     for node in (HOT, *IDLE):
         count = sum(1 for p in pods if node_of(p) == node)
-        percent = _cpu_percent(console, node)
+        percent = reported_cpu_percent(console, node)
         mark = "  <- hot" if percent > high else ""
         console.write(f"  {node:<12} {percent:5.1f}% cpu  {count} web pods{mark}")
 

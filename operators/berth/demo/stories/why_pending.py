@@ -8,12 +8,10 @@ import contextlib
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 from berth.demo.console import Console, check, eventually
-from berth.demo.install import AGENT_REPORT_SECONDS
-from berth.demo.objects import Json, apply_made, events, pod
+from berth.demo.objects import Json, apply_made, events, pod, reported_cpu_percent
 from berth.demo.story import Context, Story
 from berth.loadaware.args import THRESHOLDS_ANNOTATION
 
@@ -41,7 +39,13 @@ def play(ctx: Context) -> None:
             console.run(
                 "annotate", "node", node, f"{THRESHOLDS_ANNOTATION}={thresholds}", "--overwrite"
             )
-            time.sleep(2 * AGENT_REPORT_SECONDS)  # a report made while the core is busy
+
+            def over_threshold() -> str | None:
+                # The plugin refuses when the rounded percent exceeds the threshold.
+                percent = reported_cpu_percent(console, node)
+                return None if round(percent) > 1 else f"{percent:.2f}% reported"
+
+            eventually(f"{node} reported over 1% while the core is busy", over_threshold)
             hot = pod("hot", NAMESPACE, "100m")
             hot["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
             apply_made(console, hot, f"Pod hot: 100m cpu, only on {node}")

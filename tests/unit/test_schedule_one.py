@@ -336,6 +336,62 @@ async def test_a_pod_whose_victims_still_terminate_keeps_its_nomination() -> Non
     assert ("bind", ("preemptor", "n1")) in loop.writer.calls
 
 
+async def refused_at_a_max(a_max: str, *objects: Json) -> tuple[Loop, str]:
+    """Quotas a (min and max ``a_max``) and b (min 4, max 8) over ``objects``, after the
+    first attempt, which was refused: the loop and the refusal."""
+    loop = Loop(*objects, profile=QUOTA_PROFILE)
+    on_quota = loop.parts.events.on_custom("ElasticQuota")
+    on_quota("ADDED", cpu_quota("a", a_max, a_max))
+    on_quota("ADDED", cpu_quota("b", "4", "8"))
+    await loop.attempt()
+    [refusal] = loop.writer.events("FailedScheduling")
+    return loop, refusal
+
+
+async def test_a_pod_at_its_quota_max_waits_for_room_in_its_own_quota() -> None:
+    """a (max 2) holds two 1-cpu pods, and its new pod asks 2: refused for a's max, with
+    no lower-priority pod of a to evict. Another quota's pod going frees nothing a's max
+    counts; one of a's own going leaves 1 + 2 > 2; the second lets it in. Only then is it
+    tried again (each retry would be a refusal and a preemption dry run for nothing)."""
+    first = pod("a-1", "1", namespace="a", node_name="n1")
+    second = pod("a-2", "1", namespace="a", node_name="n1")
+    other = pod("b-1", "1", namespace="b", node_name="n1")
+    loop, refusal = await refused_at_a_max(
+        "2", node("n1", cpu="8"), first, second, other, berth_pod("a-big", "2", namespace="a")
+    )
+    assert "ElasticQuota a is more than Max (cpu: 2 used + 2 requested > 2)" in refusal
+    assert "No preemption victims found for incoming pod" in refusal
+    for gone in (other, first):
+        loop.parts.events.on_pod("DELETED", gone)
+        assert loop.queue.is_unschedulable("uid-a-a-big"), f"{gone['metadata']['name']} freed it"
+    loop.parts.events.on_pod("DELETED", second)
+    assert not loop.queue.is_unschedulable("uid-a-a-big")
+    await loop.attempt()
+    assert ("bind", ("a-big", "n1")) in loop.writer.calls
+
+
+async def test_a_pod_at_its_quota_max_comes_back_for_what_it_may_preempt() -> None:
+    """a (max 3) uses 2 and its new pod asks 2. Evicting a's lower-priority pod would
+    bring a within its max, but n1 would still lack room, so the preemption fails. A pod
+    of b going makes that room: the pod is tried again, and preempts."""
+    blocker = pod("b-1", "1", namespace="b", node_name="n1")
+    loop, refusal = await refused_at_a_max(
+        "3",
+        node("n1", cpu="3"),
+        pod("a-low", "1", namespace="a", node_name="n1"),
+        pod("a-high", "1", namespace="a", node_name="n1", priority=100),
+        blocker,
+        berth_pod("a-big", "2", namespace="a", priority=50),
+    )
+    assert "ElasticQuota a is more than Max (cpu: 2 used + 2 requested > 3)" in refusal
+    assert loop.queue.is_unschedulable("uid-a-a-big")
+    loop.parts.events.on_pod("DELETED", blocker)
+    assert not loop.queue.is_unschedulable("uid-a-a-big")
+    await loop.attempt()
+    assert ("evict", "a-low") in loop.writer.calls
+    assert loop.parts.view.nominated["uid-a-a-big"][0] == "n1"
+
+
 async def test_a_quota_refusal_is_retried_when_the_quota_rules_change() -> None:
     profile = {
         "schedulerName": "berth-scheduler",

@@ -60,7 +60,8 @@ class VictimPolicy(Protocol):
         ...
 
     def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
-        """Why the pod still could not run with ``victims`` gone (beyond node fit), or ()."""
+        """Why the pod still could not run with ``victims`` gone (beyond node fit), or ().
+        Monotone: if it refuses with some victims gone, it refuses with fewer of them."""
         ...
 
     def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
@@ -218,11 +219,16 @@ class Evaluator:
         potential = [p for p in allowed if not is_reservation(p) and not book.shields(p, pod)]
         if not potential:
             return (RESERVED if allowed else NO_VICTIMS,)
+        # What a policy checks (a quota) only eases as victims go: when it refuses with
+        # every one of them gone, no subset helps, and the node's filters need not run.
+        blocked = policy.blocking(pod, potential)
+        if blocked:
+            return blocked
         for victim in potential:
             runner.run_remove_pod(state, pod, victim, row)
         removed = list(potential)
         try:
-            reasons = runner.run_filter_at(state, pod, row) or policy.blocking(pod, removed)
+            reasons = runner.run_filter_at(state, pod, row)
             if reasons:
                 return reasons
             violating, others = self._split_by_pdb(policy.reprieve_order(pod, potential))

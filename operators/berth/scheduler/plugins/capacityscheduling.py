@@ -192,6 +192,8 @@ class CapacityScheduling(Plugin):
         self._accounting_version = 0
         self._tree_cache: tuple[tuple[int, int, tuple[tuple[str, int], ...]], TreeState] | None
         self._tree_cache = None
+        self._admissible_versions = (-1, -1)
+        self._admissible_cache: dict[tuple[Any, ...], bool] = {}
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -215,11 +217,47 @@ class CapacityScheduling(Plugin):
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: any pod in a
         quota tree (the root's share is the cluster less what pods outside hold), else a
-        pod of a namespace with a quota. Retrying every refused pod on every deletion
-        keeps the queue busy with pods nothing helped, ahead of lower priorities."""
+        pod of a namespace with a quota, and then only to a pod its quota would admit once
+        every pod it may evict were gone too (a pod at its quota's max waits for its own
+        quota's pods). Retrying every refused pod on every deletion keeps the queue busy
+        with pods nothing helped, ahead of lower priorities."""
         if not isinstance(old, PodInfo) or self.tree.quotas or self.tree.outside_limited():
             return True
-        return self.ledger.quota_of(old.namespace) is not None
+        return self.ledger.quota_of(old.namespace) is not None and self._admissible(pod)
+
+    def _admissible(self, pod: PodInfo) -> bool:
+        """Whether the pod's flat quota admits it now with every pod it may evict gone.
+        Pending pods alike (quota, priority, request, nominations) share one answer until
+        the accounting changes: a deletion asks it of every waiting pod."""
+        demand = self.demand(pod)
+        if pod.reservation is not None or demand is None:
+            return True
+        versions = (self._accounting_version, self._quotas_version)
+        if self._admissible_versions != versions:
+            self._admissible_versions = versions
+            self._admissible_cache.clear()
+        key = (
+            pod.namespace,
+            pod.priority,
+            tuple(sorted(demand.request.items())),
+            tuple(sorted(demand.nominated_in_quota.items())),
+            tuple(sorted(demand.nominated_total.items())),
+        )
+        admissible = self._admissible_cache.get(key)
+        if admissible is None:
+            freed = QuotaVictims(self, demand).most_freed(pod)
+            admissible = (
+                self.ledger.check(
+                    demand.quota,
+                    demand.request,
+                    demand.nominated_in_quota,
+                    demand.nominated_total,
+                    freed,
+                )
+                is None
+            )
+            self._admissible_cache[key] = admissible
+        return admissible
 
     # -- accounting ------------------------------------------------------------------
 
@@ -760,6 +798,28 @@ class QuotaVictims:
                 and self.ledger.borrowing(p.namespace)
             ]
         return [p for p in pods if p.namespace == pod.namespace and p.priority < pod.priority]
+
+    def most_freed(self, pod: PodInfo) -> dict[str, Resources]:
+        """What every pod it may evict holds, on any node, by namespace: the most a
+        preemption could give back to the quotas (pods shielded by a reservation or
+        assumed a moment ago count too, so it is a bound, never an underestimate)."""
+        demand = self.demand
+        if demand is None:
+            return {}
+        ledger = self.ledger
+        if self.reclaim:
+            return {
+                namespace: dict(ledger.used_of(namespace))
+                for namespace in ledger.quotas
+                if namespace != pod.namespace and ledger.borrowing(namespace)
+            }
+        freed: Resources = {}
+        pods = self.handle.view.pods
+        for uid, (namespace, request) in ledger.pods.items():
+            other = pods.get(uid)
+            if namespace == pod.namespace and other is not None and other.priority < pod.priority:
+                add(freed, request)
+        return {pod.namespace: freed}
 
     def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
         demand = self.demand

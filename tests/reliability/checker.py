@@ -323,6 +323,9 @@ class Snapshot:
     quotas: list[Obj]
     reservations: list[Obj]
     preempted: list[Obj] = field(default_factory=list)  # Preempted events, as dicts
+    # Pods of the churn's namespaces deleted since the look before, as a watch last
+    # showed them: a pod created, bound and deleted between two looks is in no list.
+    departed: list[Obj] = field(default_factory=list)
 
     def governing(self) -> dict[str, Obj]:
         """The quota of each namespace (the oldest, as the scheduler picks)."""
@@ -412,6 +415,9 @@ class Checker:
     _pending_before: dict[str, dict[str, Amounts]] = field(default_factory=dict)
     _pending: dict[str, dict[str, Amounts]] = field(default_factory=dict)
     _present: set[str] = field(default_factory=set)
+    # Pods no look listed, deleted since the look before last (from the watch), by
+    # namespace: each may have been counted by the scheduler (assumed, or bound) meanwhile.
+    _unlisted_gone: list[dict[str, dict[str, Amounts]]] = field(default_factory=list)
     _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
     _placeable_since: dict[str, float] = field(default_factory=dict)
     _reclaimable_since: dict[str, float] = field(default_factory=dict)
@@ -875,6 +881,11 @@ class Checker:
                 waiting[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
         self._pending_before, self._pending = self._pending, waiting
         self._present = {pod["metadata"]["uid"] for pod in snap.pods}
+        unlisted: dict[str, dict[str, Amounts]] = defaultdict(dict)
+        for pod in snap.departed:
+            if pod["metadata"]["uid"] not in self._pods:
+                unlisted[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
+        self._unlisted_gone = [*self._unlisted_gone[-1:], unlisted]
         return {
             namespace
             for namespace, quota in snap.governing().items()
@@ -928,13 +939,15 @@ class Checker:
                 # The decision fell between the last look and this one: every pod of the
                 # quota either look saw counted (bindings then in flight land in between,
                 # pods deleted meanwhile were there before), a pod pending at the look
-                # before and gone now (it may have been bound in between and deleted), and
-                # the victim itself.
+                # before and gone now (it may have been bound in between and deleted), one
+                # no look listed that the watch saw deleted meanwhile, and the victim.
                 vanished = {
                     uid: amounts_
                     for uid, amounts_ in self._pending_before.get(namespace, {}).items()
                     if uid not in self._present
                 }
+                for gone in self._unlisted_gone:
+                    vanished.update(gone.get(namespace, {}))
                 pods = {
                     **vanished,
                     **self._counted_before.get(namespace, {}),

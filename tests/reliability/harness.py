@@ -23,8 +23,9 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
-from tests.reliability.checker import Checker, snapshot
+from tests.reliability.checker import Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
+from tests.reliability.departures import Departures
 from tests.support import REPO, eventually
 
 # How long the load may take to settle afterwards: the longest liveness bound, twice.
@@ -54,6 +55,14 @@ class Outcome:
     # Berth's own decision record for pods reported Pending: why it refused them, for the
     # reader of a report (the checker never reads it).
     berth_said: list[str] = field(default_factory=list)
+    departures: Departures | None = None  # of the quota namespaces, while the churn runs
+
+    async def look(self, api: ApiClient, namespaces: list[str]) -> Snapshot:
+        """A snapshot, with the pods deleted since the look before."""
+        snap = await snapshot(api, namespaces)
+        if self.departures is not None:
+            snap.departed = self.departures.take()
+        return snap
 
     def report(self, name: str) -> str:
         counts = {**self.checker.counts, **self.churn.counts}
@@ -159,14 +168,16 @@ async def churned(
     churn.node_deletions = node_deletions
     if scale.pods_per_node is not None:
         churn.max_pods = scale.pods_per_node * scale.nodes
-    outcome = Outcome(churn, Checker(scheduler))
+    departures = Departures(api, namespaces[1:])
+    outcome = Outcome(churn, Checker(scheduler), departures=departures)
     await churn.setup(scale.nodes)
+    departures.start()
     berth.start()
     stop = asyncio.Event()
 
     async def judge() -> None:
         while not stop.is_set():
-            found = outcome.checker.check(await snapshot(api, namespaces))
+            found = outcome.checker.check(await outcome.look(api, namespaces))
             outcome.found.extend(found)
             for line in found:
                 if said := await berth_record(berth, line):
@@ -211,6 +222,7 @@ async def churned(
             if task is not None and not task.done():
                 task.cancel()
         await churn.close()
+        await departures.stop()
     return outcome
 
 
@@ -222,7 +234,7 @@ async def settle(api: ApiClient, namespaces: list[str], outcome: Outcome) -> Non
     deadline = loop.time() + SETTLE_WITHIN
     last: list[str] = []
     while True:
-        snap = await snapshot(api, namespaces)
+        snap = await outcome.look(api, namespaces)
         outcome.found.extend(checker.check(snap))
         last = checker.at_rest(snap) + [
             f"at rest, Pending though placeable: {p}" for p in checker.placeable

@@ -266,6 +266,33 @@ def test_a_reclaim_counts_a_pod_pending_before_and_gone_after() -> None:
     assert "the victim's quota was not over its min" in found
 
 
+def test_a_reclaim_counts_a_pod_no_look_listed_that_the_watch_saw_deleted() -> None:
+    """q1 at its min of 2; between two looks a third pod of q1 was created, counted by the
+    scheduler (assumed or bound), a pod of q1 taken back for q2's pod, and the third
+    deleted: no list showed it, the watch did. Without the watch's word the same eviction
+    is refused."""
+    quotas = [quota("q1", "2"), quota("q2", "2")]
+    a, b = (in_namespace(bound(n, "n1", T0 - 10), "q1") for n in ("a", "b"))
+    waiting = in_namespace(bound("p", "", T0), "q2")
+    waiting["spec"]["nodeName"] = ""
+    unlisted = in_namespace(bound("c", "n1", T0 + 0.5), "q1")
+    nodes = {"n1": node("n1")}
+    event = {
+        "metadata": {"uid": "e1"},
+        "message": "Preempted by pod p on node n1",
+        "involvedObject": {"uid": "a"},
+    }
+    found = []
+    for departed in ([unlisted], []):
+        checker = Checker(SCHEDULER)
+        checker.liveness = False
+        assert checker.check(Snapshot(T0, nodes, [a, b, waiting], quotas, [])) == []
+        after = Snapshot(T0 + 1, nodes, [b, waiting], quotas, [], [event], departed)
+        found.append(checker.check(after))
+    assert found[0] == []
+    assert "the victim's quota was not over its min" in found[1][0]
+
+
 def once(name: str, node_name: str, cpu: str, **status: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": stamp(T0)},

@@ -271,12 +271,18 @@ class ReservationBook:
         preemptor's victim, whatever the reservation's phase, while the reservation exists.
         Its share would go back to a reservation the preemptor may not use, or, once an
         allocateOnce reservation has ended, it still holds what was reserved for it."""
+        reservation = self.shield_of(victim)
+        return reservation is not None and not is_owner(reservation, facts_of(preemptor.raw))
+
+    def shield_of(self, victim: PodInfo) -> Reservation | None:
+        """The existing reservation ``victim`` was placed through and is an owner of, which
+        shields it from every preemptor but that reservation's owners; None if none."""
         # The watch's latest version: the node table may hold the pod as it was assumed,
         # before the binding and the annotation written with it came back.
         current = self.view.pods.get(victim.uid, victim)
         found = owner_pod(current.raw)
         if found is None:
-            return False
+            return None
         name, owner = found
         uid = owner.reservation_uid or self.by_name.get(name, "")
         held = self.held.get(uid)
@@ -285,14 +291,12 @@ class ReservationBook:
         else:
             obj = self.view.custom.get(KIND, {}).get(name)
             if obj is None or (owner.reservation_uid and obj["metadata"].get("uid") != uid):
-                return False
+                return None
             try:
                 reservation = Reservation.model_validate(obj)
             except ValueError:
-                return False
-        return is_owner(reservation, owner.facts) and not is_owner(
-            reservation, facts_of(preemptor.raw)
-        )
+                return None
+        return reservation if is_owner(reservation, owner.facts) else None
 
     def on(self, node: str) -> list[Held]:
         return [h for h in self.held.values() if h.node == node]

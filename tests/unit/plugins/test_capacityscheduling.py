@@ -601,3 +601,57 @@ def test_koordinators_elasticquota_arguments_are_honoured_or_refused_by_name(
         DEFAULT_QUOTA: {},
         SYSTEM_QUOTA: {"cpu": 2000},
     }
+
+
+def reserved_for_web(*objects: Json) -> Env:
+    """The 10-GPU cluster with the Reservation plugin on and reservation r on n1, whose
+    owners are the pods labelled app=web."""
+    r = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": "r", "uid": "rsv-r", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+            "allocateOnce": False,
+        },
+        "status": {"phase": "Available", "nodeName": "n1", "allocatable": {GPU: "8"}},
+    }
+    profile = {
+        "plugins": {
+            "multiPoint": {
+                "enabled": [{"name": "CapacityScheduling"}, {"name": "Reservation"}],
+                "disabled": [{"name": "DefaultPreemption"}],
+            }
+        }
+    }
+    nodes = [node(f"n{i}", cpu="32", memory="64Gi", extra={GPU: "5"}) for i in (1, 2)]
+    return make_env(*nodes, quota("a", 4, 6), quota("b", 6, 8), r, *objects, profile=profile)
+
+
+def in_r(raw: Json) -> Json:
+    raw["metadata"]["labels"] = {"app": "web"}
+    raw["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-allocated": '{"name": "r", "uid": "rsv-r"}'
+    }
+    return raw
+
+
+@pytest.mark.parametrize("shielded", [8, 7])
+def test_a_deletion_retries_a_pod_within_its_min_only_if_reclaim_could_admit_it(
+    shielded: int,
+) -> None:
+    """a (min 4) uses 2 and b (min 6) borrows 8 of the 10 GPUs; a's new pod asks 2. With
+    one b pod gone the quotas still use 9 + 2 > 10, so only reclaim admits it, and b's
+    pods running in reservation r (reserved for app=web) are no stranger's victims. With
+    all eight of them there, a deletion that frees one GPU cannot help, and the pod waits;
+    with one of b's pods outside r, evicting it would, and the pod is tried again."""
+    b_pods = [gpu_pod(f"b{i}", "b", node_name="n1" if i < 5 else "n2") for i in range(8)]
+    for raw in b_pods[:shielded]:
+        in_r(raw)
+    a_pods = [gpu_pod(f"a{i}", "a", node_name="n2") for i in range(2)]
+    env = reserved_for_web(*b_pods, *a_pods)
+    waiting = info(pod("a-new", "100m", "128Mi", namespace="a", requests={GPU: "2"}))
+    gone = b_pods[0]
+    env.events.on_pod("DELETED", gone)
+    assert capacity(env)._frees_quota(waiting, info(gone), None) is (shielded == 7)

@@ -38,6 +38,7 @@ import numpy as np
 from berth import log
 from berth.api.duration import DurationError, parse_duration
 from berth.api.elasticquota import GROUP, VERSION
+from berth.api.reservation import Reservation
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
@@ -63,6 +64,7 @@ from berth.quota.treeadmission import (
     without,
 )
 from berth.quota.usage import format_units
+from berth.reservation.matching import PodFacts, is_owner
 from berth.scheduler.clusterevents import (
     ELASTIC_QUOTA,
     NODE,
@@ -162,6 +164,38 @@ class QuotaDemand:
     nominated_total: Resources
 
 
+ByPriority = dict[int, Resources]
+
+
+@dataclass
+class EvictableSums:
+    """What the counted pods of each quota namespace hold, by priority: those a
+    reservation shields apart, by reservation (only its owners may evict them). Built once
+    per accounting version, it sums what a preemptor could free in a few steps."""
+
+    free: dict[str, ByPriority]
+    shielded: dict[str, dict[str, ByPriority]]  # namespace -> reservation uid -> ...
+    reservations: dict[str, Reservation]  # the shielding ones, by uid
+    key: frozenset[tuple[str, str]]  # their (uid, resourceVersion): what owners depend on
+
+    def freed(
+        self, namespaces: Sequence[str], below: int | None, owned: frozenset[str]
+    ) -> dict[str, Resources]:
+        """By namespace, what its pods of priority below ``below`` (any, with None) hold,
+        those shielded by reservations ``owned`` included."""
+        out: dict[str, Resources] = {}
+        for namespace in namespaces:
+            total: Resources = {}
+            parts = [self.free.get(namespace, {})]
+            parts += [v for k, v in self.shielded.get(namespace, {}).items() if k in owned]
+            for by_priority in parts:
+                for priority, request in by_priority.items():
+                    if below is None or priority < below:
+                        add(total, request)
+            out[namespace] = total
+        return out
+
+
 class CapacityScheduling(Plugin):
     name = "CapacityScheduling"
     consumes = frozenset({POD})
@@ -194,6 +228,9 @@ class CapacityScheduling(Plugin):
         self._tree_cache = None
         self._admissible_versions = (-1, -1)
         self._admissible_cache: dict[tuple[Any, ...], bool] = {}
+        self._evictable: tuple[tuple[int, int], EvictableSums] | None = None
+        # Pod uid -> (the shielding reservations' key, those the pod is an owner of).
+        self._owns: dict[str, tuple[frozenset[tuple[str, str]], frozenset[str]]] = {}
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -221,14 +258,16 @@ class CapacityScheduling(Plugin):
         every pod it may evict were gone too (a pod at its quota's max waits for its own
         quota's pods). Retrying every refused pod on every deletion keeps the queue busy
         with pods nothing helped, ahead of lower priorities."""
+        self._refresh_quotas()
         if not isinstance(old, PodInfo) or self.tree.quotas or self.tree.outside_limited():
             return True
         return self.ledger.quota_of(old.namespace) is not None and self._admissible(pod)
 
     def _admissible(self, pod: PodInfo) -> bool:
         """Whether the pod's flat quota admits it now with every pod it may evict gone.
-        Pending pods alike (quota, priority, request, nominations) share one answer until
-        the accounting changes: a deletion asks it of every waiting pod."""
+        Pending pods alike (quota, priority, request, nominations, the reservations they
+        own) share one answer until the accounting changes: a deletion asks it of every
+        waiting pod."""
         demand = self.demand(pod)
         if pod.reservation is not None or demand is None:
             return True
@@ -236,28 +275,86 @@ class CapacityScheduling(Plugin):
         if self._admissible_versions != versions:
             self._admissible_versions = versions
             self._admissible_cache.clear()
-        key = (
+        base = (
             pod.namespace,
             pod.priority,
             tuple(sorted(demand.request.items())),
             tuple(sorted(demand.nominated_in_quota.items())),
             tuple(sorted(demand.nominated_total.items())),
         )
-        admissible = self._admissible_cache.get(key)
-        if admissible is None:
-            freed = QuotaVictims(self, demand).most_freed(pod)
-            admissible = (
-                self.ledger.check(
-                    demand.quota,
-                    demand.request,
-                    demand.nominated_in_quota,
-                    demand.nominated_total,
-                    freed,
-                )
-                is None
+        if self._admits(base, demand, pod, frozenset()):
+            return True
+        owned = self._owned(pod)
+        return bool(owned) and self._admits((*base, owned), demand, pod, owned)
+
+    def _admits(
+        self, key: tuple[Any, ...], demand: QuotaDemand, pod: PodInfo, owned: frozenset[str]
+    ) -> bool:
+        admits = self._admissible_cache.get(key)
+        if admits is None:
+            freed = QuotaVictims(self, demand).most_freed(pod, owned)
+            rejection = self.ledger.check(
+                demand.quota,
+                demand.request,
+                demand.nominated_in_quota,
+                demand.nominated_total,
+                freed,
             )
-            self._admissible_cache[key] = admissible
-        return admissible
+            admits = self._admissible_cache[key] = rejection is None
+        return admits
+
+    def _owned(self, pod: PodInfo) -> frozenset[str]:
+        """The shielding reservations the pod is an owner of (it may evict their pods)."""
+        sums = self.evictable()
+        if not sums.reservations:
+            return frozenset()
+        cached = self._owns.get(pod.uid)
+        if cached is not None and cached[0] == sums.key:
+            return cached[1]
+        meta = pod.raw.get("metadata") or {}
+        facts = PodFacts(
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+            labels=pod.labels,
+            annotations=meta.get("annotations") or {},
+            owner_references=tuple(meta.get("ownerReferences") or ()),
+            tolerations=(),  # owners are matched by reference and labels only
+        )
+        owned = frozenset(uid for uid, r in sums.reservations.items() if is_owner(r, facts))
+        if len(self._owns) > 2 * len(self.handle.view.pods):
+            self._owns.clear()
+        self._owns[pod.uid] = (sums.key, owned)
+        return owned
+
+    def evictable(self) -> EvictableSums:
+        """What every counted pod could give back, once per accounting version."""
+        versions = (self._accounting_version, self._quotas_version)
+        if self._evictable is not None and self._evictable[0] == versions:
+            return self._evictable[1]
+        view = self.handle.view
+        book = self.handle.reservations
+        free: dict[str, ByPriority] = {}
+        shielded: dict[str, dict[str, ByPriority]] = {}
+        reservations: dict[str, Reservation] = {}
+        for uid, (namespace, request) in self.ledger.pods.items():
+            pod = view.pods.get(uid)
+            if self.ledger.quota_of(namespace) is None or pod is None or uid in view.assumed:
+                continue
+            shield = book.shield_of(pod)
+            if shield is None:
+                by_priority = free.setdefault(namespace, {})
+            else:
+                shield_uid = shield.metadata.uid or ""
+                reservations[shield_uid] = shield
+                by_priority = shielded.setdefault(namespace, {}).setdefault(shield_uid, {})
+            add(by_priority.setdefault(pod.priority, {}), request)
+        shields = frozenset(
+            (uid, r.metadata.resource_version or "") for uid, r in reservations.items()
+        )
+        sums = EvictableSums(free, shielded, reservations, shields)
+        self._evictable = (versions, sums)
+        return sums
 
     # -- accounting ------------------------------------------------------------------
 
@@ -799,27 +896,22 @@ class QuotaVictims:
             ]
         return [p for p in pods if p.namespace == pod.namespace and p.priority < pod.priority]
 
-    def most_freed(self, pod: PodInfo) -> dict[str, Resources]:
+    def most_freed(self, pod: PodInfo, owned: frozenset[str]) -> dict[str, Resources]:
         """What every pod it may evict holds, on any node, by namespace: the most a
-        preemption could give back to the quotas (pods shielded by a reservation or
-        assumed a moment ago count too, so it is a bound, never an underestimate)."""
-        demand = self.demand
-        if demand is None:
+        preemption could give back to the quotas. Pods a reservation shields count only
+        for the reservations in ``owned``, which the preemptor is an owner of."""
+        if self.demand is None:
             return {}
-        ledger = self.ledger
+        sums = self.plugin.evictable()
         if self.reclaim:
-            return {
-                namespace: dict(ledger.used_of(namespace))
+            ledger = self.ledger
+            borrowing = [
+                namespace
                 for namespace in ledger.quotas
                 if namespace != pod.namespace and ledger.borrowing(namespace)
-            }
-        freed: Resources = {}
-        pods = self.handle.view.pods
-        for uid, (namespace, request) in ledger.pods.items():
-            other = pods.get(uid)
-            if namespace == pod.namespace and other is not None and other.priority < pod.priority:
-                add(freed, request)
-        return {pod.namespace: freed}
+            ]
+            return sums.freed(borrowing, None, owned)
+        return sums.freed([pod.namespace], pod.priority, owned)
 
     def blocking(self, pod: PodInfo, victims: Sequence[PodInfo]) -> tuple[str, ...]:
         demand = self.demand

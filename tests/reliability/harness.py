@@ -71,8 +71,12 @@ class Outcome:
         lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
                  f"  bound per namespace: {bound}"]  # fmt: skip
         kinds = Counter(KIND_OF.sub("…", line) for line in self.found)
+        first: dict[str, str] = {}  # an example of each kind, the earliest found
+        for line in self.found:
+            first.setdefault(KIND_OF.sub("…", line), line)
         if len(kinds) > 1 or len(self.found) > 30:
-            lines += [f"  {count} of: {kind}" for kind, count in kinds.most_common(10)]
+            for kind, count in kinds.most_common(12):
+                lines += [f"  {count} of: {kind}", f"    first: {first[kind]}"]
         lines += [f"  {line}" for line in sorted(set(self.found))[:30]]
         lines += [f"  berth's record: {line}" for line in self.berth_said[:10]]
         sys.stderr.write("\n" + "\n".join(lines) + "\n")

@@ -352,7 +352,8 @@ async def test_a_pod_at_its_quota_max_waits_for_room_in_its_own_quota() -> None:
     """a (max 2) holds two 1-cpu pods, and its new pod asks 2: refused for a's max, with
     no lower-priority pod of a to evict. Another quota's pod going frees nothing a's max
     counts; one of a's own going leaves 1 + 2 > 2; the second lets it in. Only then is it
-    tried again (each retry would be a refusal and a preemption dry run for nothing)."""
+    tried again (each retry would be a refusal and a preemption dry run for nothing); a
+    node added never is a reason."""
     first = pod("a-1", "1", namespace="a", node_name="n1")
     second = pod("a-2", "1", namespace="a", node_name="n1")
     other = pod("b-1", "1", namespace="b", node_name="n1")
@@ -364,6 +365,8 @@ async def test_a_pod_at_its_quota_max_waits_for_room_in_its_own_quota() -> None:
     for gone in (other, first):
         loop.parts.events.on_pod("DELETED", gone)
         assert loop.queue.is_unschedulable("uid-a-a-big"), f"{gone['metadata']['name']} freed it"
+    loop.parts.events.on_node("ADDED", node("n2", cpu="8"))
+    assert loop.queue.is_unschedulable("uid-a-a-big"), "a node never makes room in a quota"
     loop.parts.events.on_pod("DELETED", second)
     assert not loop.queue.is_unschedulable("uid-a-a-big")
     await loop.attempt()

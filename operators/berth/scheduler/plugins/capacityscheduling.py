@@ -239,7 +239,7 @@ class CapacityScheduling(Plugin):
             on(ELASTIC_QUOTA, ActionType.ADD | ActionType.DELETE),
             on(ELASTIC_QUOTA, ActionType.UPDATE, _quota_rules_changed),
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self._frees_quota),
-            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE, self._node_grew),
             on(NODE, ActionType.DELETE, self._frees_nominated),
         )
 
@@ -250,6 +250,14 @@ class CapacityScheduling(Plugin):
             node == name and (self.tree.quotas or self.ledger.quota_of(other.namespace))
             for node, other in self.handle.view.nominated.values()
         )
+
+    def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        """A node added or grown: a tree's root hands down what the cluster has; a flat
+        quota's refusal turns round only by evictions, for which the node may be room.
+        Under churn nodes come and go every second: retrying every refused pod on each
+        kept the queue from the pods that could be placed."""
+        self._refresh_quotas()
+        return bool(self.tree.quotas) or self._admissible(pod)
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: any pod in a

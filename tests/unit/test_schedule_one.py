@@ -8,6 +8,7 @@ about the loop's decisions, the integration tests about the API calls themselves
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Callable
 from typing import Any, cast
@@ -181,6 +182,27 @@ async def test_an_unschedulable_pod_says_why_and_waits_for_an_event_that_helps()
     assert loop.queue.counts()["unschedulable"] == 0
     await loop.attempt()
     assert ("bind", ("big", "n1")) in loop.writer.calls
+
+
+async def test_a_status_write_leaves_an_unschedulable_pod_waiting_and_a_spec_change_not() -> None:
+    """The PodScheduled condition written after a refusal comes back as an update of the
+    pod: as in kube-scheduler, an update of its status alone is no reason to try it again
+    (or every refusal would bring the next); a change of its labels or spec is."""
+    waiting = berth_pod("waiting", "8")
+    loop = Loop(node("n1", cpu="2"), waiting)
+    await loop.attempt()
+    assert loop.queue.is_unschedulable("uid-default-waiting")
+    refused = copy.deepcopy(waiting)
+    refused["metadata"]["resourceVersion"] = "2"
+    refused["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    ]
+    loop.parts.events.on_pod("MODIFIED", refused)
+    assert loop.queue.is_unschedulable("uid-default-waiting")
+    relabelled = copy.deepcopy(refused)
+    relabelled["metadata"]["labels"] = {"tier": "batch"}
+    loop.parts.events.on_pod("MODIFIED", relabelled)
+    assert not loop.queue.is_unschedulable("uid-default-waiting")
 
 
 async def test_a_bound_pod_deleted_brings_back_a_pod_it_kept_out() -> None:

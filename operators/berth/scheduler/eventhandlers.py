@@ -32,7 +32,7 @@ from berth.scheduler.placement import (
     pending,
     unsupported_annotations,
 )
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.podinfo import PodInfo, spec_changed
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.reservations import KIND as RESERVATION
 from berth.scheduler.reservations import ReservationBook, resized, template_pod
@@ -89,7 +89,7 @@ class EventHandlers:
         pod, cluster_event = self.view.on_pod(event, raw)
         self.book.on_pod(event, pod)
         self._consume(POD, event, pod)
-        self._admit(event, pod)
+        self._admit(event, pod, old)
         if cluster_event is not None:
             if cluster_event.action & ActionType.DELETE and self.placement is not None:
                 self.placement.room_freed.set()
@@ -160,7 +160,7 @@ class EventHandlers:
         for plugin in self._consumers.get(kind, ()):
             plugin.on_event(kind, event, obj)
 
-    def _admit(self, event: str, pod: PodInfo) -> None:
+    def _admit(self, event: str, pod: PodInfo, old: PodInfo | None) -> None:
         """A pod of one of our profiles waiting for a node enters the queue; others leave it."""
         queue = self.queue
         if queue is None:
@@ -175,7 +175,8 @@ class EventHandlers:
             return
         if pod.uid in self.view.assumed:
             return
-        queue.add(pod, gated=not framework.run_pre_enqueue(pod).ok)
+        changed = old is None or spec_changed(old.raw, pod.raw)
+        queue.add(pod, gated=not framework.run_pre_enqueue(pod).ok, changed=changed)
 
     def _admit_reservation(self, event: str, obj: dict[str, Any]) -> None:
         """A Pending Reservation of one of our profiles is placed as its template's pod."""

@@ -227,3 +227,19 @@ class PodInfo:
             images=image_names(spec),
             volumes=pod_volumes(meta.get("name") or "", spec),
         )
+
+
+# What a pod update may change without being one for scheduling (kube-scheduler's
+# isPodUpdated strips the same).
+_UNCHANGING_META = frozenset({"resourceVersion", "generation", "managedFields", "finalizers"})
+
+
+def spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a pod changed in more than its status and bookkeeping metadata."""
+
+    def stripped(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        meta = raw.get("metadata") or {}
+        rest = {k: v for k, v in raw.items() if k not in ("metadata", "status")}
+        return {k: v for k, v in meta.items() if k not in _UNCHANGING_META}, rest
+
+    return stripped(old) != stripped(new)

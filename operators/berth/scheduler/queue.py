@@ -67,8 +67,11 @@ class SchedulingQueue:
 
     # -- intake ----------------------------------------------------------------------
 
-    def add(self, pod: PodInfo, *, gated: bool = False) -> None:
-        """A pending pod appeared or changed; ``gated`` holds it until a later change."""
+    def add(self, pod: PodInfo, *, gated: bool = False, changed: bool = True) -> None:
+        """A pending pod appeared or changed; ``gated`` holds it until a later change.
+        An unschedulable pod is tried again only when ``changed`` (more than its status
+        changed, as kube-scheduler's isPodUpdated): its PodScheduled condition, written
+        after each refusal, would otherwise send it back after every attempt."""
         entry = self._entries.get(pod.uid)
         if entry is None:
             entry = self._entries[pod.uid] = _Entry(pod, queued_at=self.clock())
@@ -84,8 +87,9 @@ class SchedulingQueue:
             self._gated.discard(pod.uid)
             self._push_active(entry)
         elif pod.uid in self._unschedulable:
-            self._unschedulable.discard(pod.uid)
-            self._to_backoff_or_active(entry)
+            if changed:
+                self._unschedulable.discard(pod.uid)
+                self._to_backoff_or_active(entry)
         elif pod.uid not in self._active_set and pod.uid not in self._backoff_set:
             self._push_active(entry)
 

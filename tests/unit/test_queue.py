@@ -4,8 +4,9 @@ kube-scheduler facts used here (pkg/scheduler/backend/queue): the active queue i
 by PrioritySort (higher priority first, then the earlier QueuedPodInfo.Timestamp, which is
 refreshed whenever a pod is re-added after an attempt); the backoff doubles from
 podInitialBackoffSeconds up to podMaxBackoffSeconds; unschedulable pods wait for a cluster
-event or podMaxInUnschedulablePodsDuration (5 minutes); a move request during an attempt
-sends the pod to backoff instead of the unschedulable pool.
+event or podMaxInUnschedulablePodsDuration (5 minutes); an event during an attempt sends
+the pod to backoff instead of the unschedulable pool when its queueing hints, asked with
+the plugins that rejected it in that attempt, say it may help.
 """
 
 from __future__ import annotations
@@ -156,6 +157,20 @@ async def test_event_during_the_attempt_sends_the_pod_to_backoff(
     assert queue.counts() == empty_counts(backoff=1)
     clock.advance(1)
     assert (await pop_now(queue)).name == "p"
+
+
+async def test_an_event_during_the_attempt_that_cannot_help_leaves_it_unschedulable(
+    queue: SchedulingQueue,
+) -> None:
+    """Under load some event arrives during nearly every attempt; were each to send the
+    pod back, every refused pod would be tried again after every backoff."""
+    queue.add(pending("p"))
+    popped = await pop_now(queue)
+    asked = []
+    queue.move(lambda pod, rejected_by: asked.append(rejected_by) or "Fit" not in rejected_by)
+    queue.unschedulable(popped, frozenset({"Fit"}))
+    assert asked == [frozenset({"Fit"})]
+    assert queue.counts() == empty_counts(unschedulable=1)
 
 
 async def test_event_before_the_attempt_does_not_count(

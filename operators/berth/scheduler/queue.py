@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from berth.scheduler.podinfo import PodInfo
 
 UNSCHEDULABLE_TIMEOUT = 300.0
+# Whether a cluster event may help a pod, given the plugins that rejected it.
+Helps = Callable[[PodInfo, frozenset[str]], bool]
 
 
 @dataclass
@@ -61,7 +63,9 @@ class SchedulingQueue:
         self._unschedulable: set[str] = set()
         self._gated: set[str] = set()
         self._in_flight: set[str] = set()
-        self._moved_in_flight: set[str] = set()
+        # The events that arrived while each pod was in flight (their ``helps``): when the
+        # attempt fails, those that may help the pod, rejected as it was, send it back.
+        self._in_flight_events: dict[str, list[Helps]] = {}
         self._seq = itertools.count()
         self._wake = asyncio.Event()
 
@@ -133,17 +137,18 @@ class SchedulingQueue:
     def done(self, uid: str) -> None:
         """Scheduled (assumed and sent to bind): the queue lets go of it."""
         self._in_flight.discard(uid)
-        self._moved_in_flight.discard(uid)
+        self._in_flight_events.pop(uid, None)
         self._entries.pop(uid, None)
 
     def unschedulable(self, pod: PodInfo, rejected_by: frozenset[str] = frozenset()) -> None:
-        """No node fit. Waits for a helpful event, unless one came while it was in flight."""
+        """No node fit. Waits for a helpful event, unless one that may help it, rejected as
+        it was, came while it was in flight (kube-scheduler's in-flight events)."""
+        events = self._in_flight_events.pop(pod.uid, [])
         entry = self._finish_attempt(pod)
         if entry is None:
             return
         entry.rejected_by = rejected_by
-        if pod.uid in self._moved_in_flight:
-            self._moved_in_flight.discard(pod.uid)
+        if any(helps(entry.pod, rejected_by) for helps in events):
             self._to_backoff_or_active(entry)
         else:
             entry.since = self.clock()
@@ -157,9 +162,9 @@ class SchedulingQueue:
 
     def _finish_attempt(self, pod: PodInfo) -> _Entry | None:
         self._in_flight.discard(pod.uid)
+        self._in_flight_events.pop(pod.uid, None)
         entry = self._entries.get(pod.uid)
         if entry is None:
-            self._moved_in_flight.discard(pod.uid)
             return None  # deleted while in flight
         entry.attempts += 1
         entry.queued_at = self.clock()
@@ -175,12 +180,12 @@ class SchedulingQueue:
         """Something changed that may help any pod: unschedulable pods go back to be tried."""
         self.move(lambda _pod, _rejected_by: True)
 
-    def move(self, helps: Callable[[PodInfo, frozenset[str]], bool]) -> None:
+    def move(self, helps: Helps) -> None:
         """A cluster event: the unschedulable pods it may help (``helps`` of the pod and the
-        plugins that rejected it) go back to be tried. Pods in flight are tried again at
-        once if they fail, whatever the event, as kube-scheduler does with events that
-        arrive during an attempt."""
-        self._moved_in_flight |= self._in_flight
+        plugins that rejected it) go back to be tried. For pods in flight it is kept, and
+        asked once their attempt fails."""
+        for uid in self._in_flight:
+            self._in_flight_events.setdefault(uid, []).append(helps)
         for uid in list(self._unschedulable):
             entry = self._entries[uid]
             if helps(entry.pod, entry.rejected_by):

@@ -42,7 +42,7 @@ from berth.api.reservation import Reservation
 from berth.podresources import Resources, add
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
-from berth.quota.ledger import QuotaLedger
+from berth.quota.ledger import QuotaLedger, Rejection
 from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
 from berth.quota.tree import (
     LABEL_NAME,
@@ -300,14 +300,8 @@ class CapacityScheduling(Plugin):
     ) -> bool:
         admits = self._admissible_cache.get(key)
         if admits is None:
-            freed = QuotaVictims(self, demand).most_freed(pod, owned)
-            rejection = self.ledger.check(
-                demand.quota,
-                demand.request,
-                demand.nominated_in_quota,
-                demand.nominated_total,
-                freed,
-            )
+            policy = QuotaVictims(self, demand)
+            rejection = policy.rejection(policy.most_freed(pod, owned))
             admits = self._admissible_cache[key] = rejection is None
         return admits
 
@@ -930,14 +924,21 @@ class QuotaVictims:
             if victim.uid not in self.ledger.pods:
                 continue  # already leaving: the ledger no longer counts it
             add(freed.setdefault(victim.namespace, {}), quota_request(victim.requests))
-        rejection = self.ledger.check(
+        rejection = self.rejection(freed)
+        return () if rejection is None else (rejection.message(pod.key),)
+
+    def rejection(self, freed: dict[str, Resources]) -> Rejection | None:
+        """The quota's verdict on the preemptor with ``freed`` (by namespace) given back."""
+        demand = self.demand
+        if demand is None:
+            return None
+        return self.ledger.check(
             demand.quota,
             demand.request,
             demand.nominated_in_quota,
             demand.nominated_total,
             freed,
         )
-        return () if rejection is None else (rejection.message(pod.key),)
 
     def reprieve_order(self, pod: PodInfo, victims: Sequence[PodInfo]) -> list[PodInfo]:
         return more_important_first(list(victims))

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -186,7 +187,9 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
 ) -> None:
     """Another writer changes the reservation ten times a second throughout its life, so
     the operator's status writes (guarded by the resourceVersion they were decided from)
-    meet 409 Conflict; each transition still lands: Available, its owner, Failed on expiry."""
+    meet 409 Conflict; each transition still lands: Available, its owner, Failed on expiry.
+    Around the operator's two transitions it writes back to back, from before each is due
+    until it is seen, however slow the machine is to get there."""
     group = "cf-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
@@ -207,7 +210,7 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
     stop = asyncio.Event()
     bumps = [0]
     loop = asyncio.get_running_loop()
-    bursts: list[tuple[float, float]] = []  # (from, to): every 10 ms, around transitions
+    bursts: list[list[float]] = []  # [from, to]: back to back, around transitions
 
     async def bump() -> None:
         while not stop.is_set():
@@ -218,7 +221,7 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
                     *RESERVATION, "reservations", name, patch, _content_type=MERGE
                 )
             now = loop.time()
-            await asyncio.sleep(0.01 if any(a <= now <= b for a, b in bursts) else 0.1)
+            await asyncio.sleep(0.002 if any(a <= now <= b for a, b in bursts) else 0.1)
 
     async def reservation() -> dict[str, Any]:
         obj: dict[str, Any] = await custom.get_cluster_custom_object(
@@ -239,8 +242,8 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
         now = loop.time()
         stamp = (await reservation())["metadata"]["creationTimestamp"]
         expires = now + TTL - (time.time() - datetime.fromisoformat(stamp).timestamp())
-        bursts.append((now, now + 5))  # the owner's allocation, then its status
-        bursts.append((expires - 2, expires + 8))  # the expiry
+        allocation, expiry = [now, math.inf], [expires - 2, math.inf]
+        bursts += [allocation, expiry]  # each ends when its transition is seen
         await pods.create(pod_body("owner", group, cpu="500m", labels={"app": name},
                                    nodeSelector={"berth.test/group": group}))  # fmt: skip
         await pods.wait_bound("owner", within=60)
@@ -251,7 +254,9 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
                     s.get("currentOwners") or []] == owned  # fmt: skip
 
         await eventually(lambda: status_is(owners), within=60)
+        allocation[1] = loop.time()
         await eventually(lambda: status_is(lambda s: s.get("phase") == "Failed"), within=90)
+        expiry[1] = loop.time()
         stop.set()
         await bumper
         assert bumps[0] > 100, "the other writer kept writing"

@@ -441,6 +441,9 @@ async def test_an_operator_restart_in_the_middle_loses_no_status(
     pods = Pods(api, namespace)
     await pods.create(owner_pod("a", node, reusable))
     await reservations.wait(reusable_name, owners_are("a"))
+    # Its event follows the status write: killed between the two, it would never be posted.
+    allocated_a = f"pod {namespace}/a allocated cpu 500m, memory 1Gi"
+    await reservations.expect_events(reusable["metadata"]["uid"], [allocated_a], lambda e: e[2])
 
     running.kill()
     # While the operator is down: owners change, a reservation expires, a node goes.
@@ -461,7 +464,7 @@ async def test_an_operator_restart_in_the_middle_loses_no_status(
     await reservations.expect_events(
         reusable["metadata"]["uid"],
         [
-            f"pod {namespace}/a allocated cpu 500m, memory 1Gi",
+            allocated_a,
             f"pod {namespace}/a no longer uses the reservation (finished or deleted)",
             f"pod {namespace}/b allocated cpu 1, memory 1Gi",
         ],

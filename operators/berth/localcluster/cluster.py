@@ -404,11 +404,17 @@ _BINARY_OF = {
 
 def _alive(proc: Process) -> bool:
     """Alive and still the program we started (pids get reused)."""
+    return not _exited(proc.pid) and _BINARY_OF[proc.name] in _cmdline(proc.pid)
+
+
+def _exited(pid: int) -> bool:
+    """Gone or a zombie. Not judged by the command line: an exiting process loses it
+    before it has finished exiting."""
     try:
-        state = Path(f"/proc/{proc.pid}/stat").read_text().split(") ", 1)[1][0]
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
     except (OSError, IndexError):
-        return False
-    return state != "Z" and _BINARY_OF[proc.name] in _cmdline(proc.pid)
+        return True
+    return state in "ZX"
 
 
 def _reap(pid: int) -> None:
@@ -423,6 +429,7 @@ def _stop(proc: Process) -> None:
 
 
 def _stop_alive(proc: Process) -> None:
+    """Signal the process's group once it is known to be ours, then wait for its exit."""
     if not _alive(proc):
         return
     try:
@@ -430,12 +437,13 @@ def _stop_alive(proc: Process) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + STOP_GRACE
-    while time.monotonic() < deadline and _alive(proc):
+    while time.monotonic() < deadline and not _exited(proc.pid):
         time.sleep(0.1)
-    if _alive(proc):
+    if not _exited(proc.pid):
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             return
-        while _alive(proc):
+        deadline = time.monotonic() + STOP_GRACE
+        while time.monotonic() < deadline and not _exited(proc.pid):
             time.sleep(0.05)

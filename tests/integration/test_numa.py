@@ -18,6 +18,7 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from berth.localcluster.kubectl import Kubectl
 from berth.numa.fingerprint import sign
+from berth.scheduler.service import Scheduler
 from tests.integration.cluster import Nodes, Pods, config_for, pod_body, running
 from tests.support import eventually
 
@@ -261,7 +262,32 @@ async def test_a_label_or_annotation_on_a_stale_report_keeps_pending(
 
         # The updater's report that includes p0 (zone 0 down to 1 cpu): p1 fits.
         await numa.report(["1", "4", "4"])
-        await pods.wait_bound("p1", within=90)
+        try:
+            await pods.wait_bound("p1", within=90)
+        except AssertionError as err:
+            raise AssertionError(await _where_held(scheduler, pods, numa, "p1")) from err
+
+
+async def _where_held(scheduler: Scheduler, pods: Pods, numa: Numa, name: str) -> str:
+    """What the scheduler holds of a pod that stays pending: its queue, the report it
+    sees and the pending requests it derives, and its watches."""
+    plugin = next(
+        p.framework.instances["NodeResourceTopologyMatch"] for p in scheduler.profiles.values()
+    )
+    queue = scheduler.queue
+    uid = next(p.uid for p in scheduler.view.pods.values() if p.name == name)
+    row = scheduler.view.nodes.index[numa.node]
+    topology = plugin._topologies[numa.node]
+    watches = {i.kind: vars(i.stats) for i in scheduler.custom_informers}
+    return (
+        f"{name} pending: in flight {uid in queue._in_flight}, unschedulable "
+        f"{queue.is_unschedulable(uid)}, backoff {uid in queue._backoff_set}, active "
+        f"{uid in queue._active_set}; failures {await _failures(pods, name)}; report at "
+        f"{topology.reported_at} seen {scheduler.view.custom['NodeResourceTopology'][numa.node]}"
+        f"; pending {plugin.pending(row, numa.node, topology)}; placed "
+        f"{[(p.name, scheduler.view.placed_at.get(p.uid)) for p in scheduler.view.pods_at(row)]}"
+        f"; watches {watches}"
+    )
 
 
 async def _more_failures(pods: Pods, name: str, before: int) -> bool:

@@ -234,6 +234,27 @@ def is_owner(reservation: Reservation, pod: PodFacts) -> bool:
     return any(_entry_matches(owner, pod) for owner in reservation.spec.owners)
 
 
+OwnerScreen = tuple[frozenset[tuple[str, str]] | None, ...]
+"""Per owner entry, the labels its selector's ``matchLabels`` demand (None: none)."""
+
+
+def owner_screen(reservation: Reservation) -> OwnerScreen:
+    """What each owner entry demands of a pod's labels, for :func:`may_own`."""
+    return tuple(
+        frozenset(owner.label_selector.match_labels.items())
+        if owner.label_selector is not None and owner.label_selector.match_labels
+        else None
+        for owner in reservation.spec.owners
+    )
+
+
+def may_own(screen: OwnerScreen, labels: frozenset[tuple[str, str]]) -> bool:
+    """False when the pod's labels lack what every owner entry demands: it is no owner.
+    A set comparison per entry, so a pod can be screened against a thousand reservations
+    in each attempt; True only says :func:`is_owner` must decide."""
+    return any(demanded is None or demanded <= labels for demanded in screen)
+
+
 def tolerates(reservation: Reservation, tolerations: tuple[Toleration, ...]) -> bool:
     """The reservation-affinity's tolerations tolerate every NoSchedule/NoExecute taint of
     the reservation, and its ``unschedulable`` (as Koordinator, a pod's own tolerations

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from berth.api.reservation import Reservation
-from berth.reservation.matching import PodFacts, affinity_of, is_owner
+from berth.reservation.matching import PodFacts, affinity_of, is_owner, may_own, owner_screen
 from berth.reservation.preemption import preemption_reservation, reservation_name
 from berth.scheduler.config import ConfigError
 from berth.scheduler.framework import CycleState
@@ -85,6 +85,34 @@ def test_owner_entries_are_ored_and_their_parts_anded() -> None:
     assert is_owner(rsv, facts(name="x", owner_references=rs, labels={"app": "web"}))
     assert not is_owner(rsv, facts(name="x", owner_references=rs))  # labels missing
     assert not is_owner(rsv, facts(name="x", labels={"app": "web"}))  # controller missing
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [
+        [{"labelSelector": {"matchLabels": {"app": "web", "tier": "a"}}}],
+        [{"labelSelector": {"matchLabels": {"app": "web"},
+                            "matchExpressions": [{"key": "tier", "operator": "Exists"}]}}],
+        [{"object": {"namespace": "ns", "name": "p"}},
+         {"labelSelector": {"matchLabels": {"app": "db"}}}],
+        [{"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In",
+                                                  "values": ["web"]}]}}],
+    ],
+)  # fmt: skip
+def test_the_owner_screen_rules_out_only_pods_that_are_no_owner(owners: list[Json]) -> None:
+    """The decision record screens a pod against every reservation by the labels their
+    owners' matchLabels demand: a pod it rules out must be no owner, and an owner by name
+    or by expressions alone is left to the full check."""
+    rsv = Reservation.model_validate(reservation("r", "1", owners=owners))
+    screen = owner_screen(rsv)
+    for labels in ({}, {"app": "web"}, {"app": "web", "tier": "a"}, {"app": "db"}, {"tier": "b"}):
+        for name in ("p", "x"):
+            pod_facts = facts(name=name, labels=labels)
+            if is_owner(rsv, pod_facts):
+                assert may_own(screen, frozenset(labels.items())), (labels, name)
+    assert not may_own(owner_screen(rsv), frozenset()) or any(
+        "matchLabels" not in (o.get("labelSelector") or {}) for o in owners
+    )
 
 
 def test_reservation_affinity_reads_name_and_selector() -> None:

@@ -277,6 +277,35 @@ async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> Non
     assert ("bind", ("a-new", "n2")) in loop.writer.calls
 
 
+async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod() -> None:
+    """The quotas use all 10 cpu of their mins; two pods of a wait, refused for the sum of
+    mins. One cpu of b's goes: it admits one of them, so only one is tried (both were,
+    and the second refused again with a preemption dry run, while pods of lower
+    priority waited). When the one tried leaves the room unused (here it is deleted), the
+    periodic check tries the other."""
+    loop = nine_of_ten(
+        pod("a-fill", "1", namespace="a", node_name="n3"),
+        berth_pod("a-p1", "1", namespace="a"),
+        berth_pod("a-p2", "1", namespace="a"),
+    )
+    for _ in range(2):
+        await loop.attempt()
+    refusals = loop.writer.events("FailedScheduling")
+    assert all("total ElasticQuota used is more than Min" in r for r in refusals), refusals
+    assert loop.queue.counts()["unschedulable"] == 2
+    plugin = loop.parts.profiles["berth-scheduler"].framework.instances["CapacityScheduling"]
+    assert not plugin.retry_now(loop.queue.is_unschedulable), "no room, nothing to retry"
+    loop.parts.events.on_pod("DELETED", pod("b-held2", "1", namespace="b", node_name="n2"))
+    assert loop.queue.counts()["unschedulable"] == 1, "the room admits one pod"
+    [left] = [p for p in ("a-p1", "a-p2") if loop.queue.is_unschedulable(f"uid-a-{p}")]
+    tried = next(p for p in ("a-p1", "a-p2") if p != left)
+    loop.parts.events.on_pod("DELETED", berth_pod(tried, "1", namespace="a"))
+    assert plugin.retry_now(loop.queue.is_unschedulable) == {f"uid-a-{left}"}
+    loop.queue.requeue(frozenset({f"uid-a-{left}"}))
+    await loop.attempt()
+    assert ("bind", (left, "n2")) in loop.writer.calls
+
+
 async def test_a_nomination_to_a_deleted_node_holds_no_quota_share() -> None:
     """As above, but the nominated pod's node is deleted: a nomination there holds no
     room, and no quota share either (scheduler-plugins counts the nominated pods of the

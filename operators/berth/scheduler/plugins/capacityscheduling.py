@@ -163,8 +163,26 @@ class QuotaDemand:
     nominated_in_quota: Resources
     nominated_total: Resources
 
+    @property
+    def nominated(self) -> tuple[Resources, Resources]:
+        """What nominated pods hold in the quota and in all quotas."""
+        return self.nominated_in_quota, self.nominated_total
+
 
 ByPriority = dict[int, Resources]
+
+
+@dataclass(frozen=True)
+class Room:
+    """The pods refused by their flat quota that the room admits now: ``winners`` as it
+    is shared out in queue order, ``passed`` those it admits alone but does not reach."""
+
+    winners: frozenset[str]
+    passed: frozenset[str]
+
+    @property
+    def admitted(self) -> frozenset[str]:
+        return self.winners | self.passed
 
 
 @dataclass
@@ -231,6 +249,12 @@ class CapacityScheduling(Plugin):
         self._evictable: tuple[tuple[int, int], EvictableSums] | None = None
         # Pod uid -> (the shielding reservations' key, those the pod is an owner of).
         self._owns: dict[str, tuple[frozenset[tuple[str, str]], frozenset[str]]] = {}
+        # Pods a flat quota refused at their last PreFilter; the pods the room after one
+        # deletion admits of those, claimed in queue order (by the deleted pod's uid); the
+        # waiting pods it admitted but did not reach.
+        self._refused: set[str] = set()
+        self._rooms: tuple[str, Room] | None = None
+        self._passed_over: set[str] = set()
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -253,23 +277,87 @@ class CapacityScheduling(Plugin):
 
     def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A node added or grown: a tree's root hands down what the cluster has; a flat
-        quota's refusal turns round only by evictions, for which the node may be room.
-        Under churn nodes come and go every second: retrying every refused pod on each
-        kept the queue from the pods that could be placed."""
+        quota's refusal turns round only by evictions, for which the node may be room (a
+        pod its quota admits as it stands waits for the deletion that made the room, which
+        shares it out). Under churn nodes come and go every second: retrying every refused
+        pod on each kept the queue from the pods that could be placed."""
         self._refresh_quotas()
-        return bool(self.tree.quotas) or self._admissible(pod)
+        if self.tree.quotas:
+            return True
+        # Room for a pod its quota admits comes from deletions, which share it out.
+        meta = (new.get("metadata") or {}) if isinstance(new, dict) else {}
+        event = f"node {meta.get('name')} {meta.get('resourceVersion')}"
+        return self._admissible(pod) and pod.uid not in self._room(event).admitted
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: any pod in a
         quota tree (the root's share is the cluster less what pods outside hold), else a
         pod of a namespace with a quota, and then only to a pod its quota would admit once
         every pod it may evict were gone too (a pod at its quota's max waits for its own
-        quota's pods). Retrying every refused pod on every deletion keeps the queue busy
-        with pods nothing helped, ahead of lower priorities."""
+        quota's pods), and of the pods the room alone admits only to those it reaches in
+        queue order (:meth:`_room`). Retrying every refused pod on every deletion keeps the
+        queue busy with pods nothing helped, ahead of lower priorities."""
         self._refresh_quotas()
         if not isinstance(old, PodInfo) or self.tree.quotas or self.tree.outside_limited():
             return True
-        return self.ledger.quota_of(old.namespace) is not None and self._admissible(pod)
+        if self.ledger.quota_of(old.namespace) is None or not self._admissible(pod):
+            return False
+        room = self._room(old.uid)
+        if pod.uid in room.passed:
+            self._passed_over.add(pod.uid)
+            return False
+        return True  # the room reaches it, or only evictions admit it (its dry run may now)
+
+    def _room(self, event: str) -> Room:
+        """The pods refused by their flat quota that the room admits now, claimed in queue
+        order (priority, then age): after a deletion only these are tried for the room it
+        freed. Near the sum of mins each deletion freed a CPU or two, every waiting pod the
+        room admitted was tried, the first took it and the others were refused again, each
+        with a preemption dry run, while pods of lower priority (of quota-less namespaces,
+        reservations) were not tried for minutes. A winner that then fails on the nodes
+        claims nothing more, and the pods the room admitted but did not reach are tried by
+        the periodic check if it still admits them (:meth:`retry_now`): room a winner left
+        unused is not lost."""
+        if self._rooms is not None and self._rooms[0] == event:
+            return self._rooms[1]
+        pods = self.handle.view.pods
+        pending: list[PodInfo] = []
+        for uid in list(self._refused):
+            other = pods.get(uid)
+            if other is None or other.node_name or other.terminal or other.deleting:
+                self._refused.discard(uid)
+            elif not other.nominated_node:  # a nomination already holds its share
+                pending.append(other)
+        pending.sort(key=lambda p: (-p.priority, p.created))
+        claimed_in: dict[str, Resources] = {}
+        claimed: Resources = {}
+        winners: set[str] = set()
+        passed: set[str] = set()
+        # Claims only grow: a demand the room refused once it refuses for every later pod
+        # with the same one (namespace, priority, request), which is then only looked up.
+        lost: dict[tuple[Any, ...], bool] = {}  # -> whether the room alone admits it
+        check = self.ledger.check
+        for other in pending:
+            request = quota_request(other.requests)
+            key = (other.namespace, other.priority, tuple(sorted(request.items())))
+            alone = lost.get(key)
+            if alone is None:
+                demand = self.demand(other)
+                if demand is None:
+                    continue
+                in_quota = _sum(demand.nominated_in_quota, claimed_in.get(other.namespace, {}))
+                total = _sum(demand.nominated_total, claimed)
+                if check(demand.quota, request, in_quota, total) is None:
+                    winners.add(other.uid)
+                    add(claimed_in.setdefault(other.namespace, {}), request)
+                    add(claimed, request)
+                    continue
+                alone = lost[key] = check(demand.quota, request, *demand.nominated) is None
+            if alone:
+                passed.add(other.uid)
+        room = Room(frozenset(winners), frozenset(passed))
+        self._rooms = (event, room)
+        return room
 
     def _admissible(self, pod: PodInfo) -> bool:
         """Whether the pod's flat quota admits it now with every pod it may evict gone.
@@ -367,6 +455,8 @@ class CapacityScheduling(Plugin):
         self._accounting_version += 1
         if event == "DELETED":
             self.leaving.discard(pod.uid)
+            self._refused.discard(pod.uid)
+            self._passed_over.discard(pod.uid)
             self.ledger.remove(pod.uid)
         elif pod.occupies_node and not pod.preempted and pod.uid not in self.leaving:
             self.ledger.add(pod.uid, pod.namespace, pod.requests)
@@ -515,10 +605,11 @@ class CapacityScheduling(Plugin):
         """Unschedulable pods of tree quotas within their runtime that could reclaim from a
         quota over its runtime now (a victim's min-runtime ran out, runtime moved without an
         event that requeues them). They reclaim at their next attempt, through PostFilter
-        and its reservation; this check itself evicts nothing."""
+        and its reservation; this check itself evicts nothing. Under flat quotas: the pods
+        a deletion's room admitted but did not reach, that the room admits now."""
         self._refresh_quotas()
         if not self.tree.quotas:
-            return frozenset()
+            return self._room_retries(waiting)
         pods = []
         for pod in self.handle.view.pods.values():
             pending = not pod.node_name and not pod.terminal and not pod.deleting
@@ -531,6 +622,17 @@ class CapacityScheduling(Plugin):
         for item in found_starving:
             self._report_retry(item)
         return frozenset(item.pod.key for item in found_starving)
+
+    def _room_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
+        """The waiting pods a deletion's room admitted but did not reach (its winners came
+        first) that the room admits now, claimed in queue order again."""
+        self._passed_over = {uid for uid in self._passed_over if waiting(uid)}
+        if not self._passed_over:
+            return frozenset()
+        winners = self._room(f"periodic {time.monotonic()}").winners
+        retry = frozenset(self._passed_over & winners)
+        self._passed_over -= retry
+        return retry
 
     def _report_retry(self, item: Starving) -> None:
         pod = self.handle.view.pods.get(item.pod.key)
@@ -649,7 +751,9 @@ class CapacityScheduling(Plugin):
             demand.quota, demand.request, demand.nominated_in_quota, demand.nominated_total
         )
         if rejection is None:
+            self._refused.discard(pod.uid)
             return SUCCESS
+        self._refused.add(pod.uid)
         message = rejection.message(pod.key)
         self._warn(rejection.quota.raw, rejection.reason, message)
         return unschedulable(self.name, message)

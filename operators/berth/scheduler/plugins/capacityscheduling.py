@@ -180,9 +180,8 @@ class Room:
     winners: frozenset[str]
     passed: frozenset[str]
 
-    @property
-    def admitted(self) -> frozenset[str]:
-        return self.winners | self.passed
+    def admits(self, uid: str) -> bool:
+        return uid in self.winners or uid in self.passed
 
 
 @dataclass
@@ -287,7 +286,7 @@ class CapacityScheduling(Plugin):
         # Room for a pod its quota admits comes from deletions, which share it out.
         meta = (new.get("metadata") or {}) if isinstance(new, dict) else {}
         event = f"node {meta.get('name')} {meta.get('resourceVersion')}"
-        return self._admissible(pod) and pod.uid not in self._room(event).admitted
+        return self._admissible(pod) and not self._room(event).admits(pod.uid)
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: any pod in a

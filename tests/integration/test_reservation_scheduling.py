@@ -339,9 +339,16 @@ async def test_bad_input_is_explained_on_the_reservation(story: Story, berth: Be
         seen: list[str] = []
 
         async def said() -> bool:
+            # The scheduler's refusal, not the operator's Pending ("waiting for the
+            # scheduler"), which may be written first.
             status = (await story.get(name)).get("status") or {}
             found = [c for c in status.get("conditions") or () if c["type"] == "Scheduled"]
-            seen[:] = [found[0]["message"]] if found and found[0]["status"] == "False" else []
+            refused = found and found[0]["status"] == "False"
+            seen[:] = (
+                [found[0]["message"]]
+                if refused and found[0].get("reason") == "Unschedulable"
+                else []
+            )
             return bool(seen)
 
         await eventually(said)

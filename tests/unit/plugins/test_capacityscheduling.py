@@ -655,3 +655,23 @@ def test_a_deletion_retries_a_pod_within_its_min_only_if_reclaim_could_admit_it(
     gone = b_pods[0]
     env.events.on_pod("DELETED", gone)
     assert capacity(env)._frees_quota(waiting, info(gone), None) is (shielded == 7)
+
+
+@pytest.mark.parametrize(("request_gpus", "retried"), [(3, True), (4, False)])
+def test_a_deletion_retries_a_pod_only_if_one_nodes_victims_could_admit_it(
+    request_gpus: int, retried: bool
+) -> None:
+    """a is at its max (6) with three pods on each node; its new pod of higher priority
+    asks 3 or 4. Evicting a's three pods on one node gives 3 back: enough for 3, not for
+    4, which only the victims of both nodes together would make room for, and a
+    preemption evicts on one node. A deletion elsewhere retries the first, not the
+    second (every dry run would refuse it)."""
+    a_pods = [gpu_pod(f"a{i}", "a", node_name="n1" if i < 3 else "n2") for i in range(6)]
+    b_pod = gpu_pod("b0", "b", node_name="n2")
+    env = cluster(*a_pods, b_pod)
+    waiting = info(
+        pod("a-new", "100m", "128Mi", namespace="a", priority=10,
+            requests={GPU: str(request_gpus)})
+    )  # fmt: skip
+    env.events.on_pod("DELETED", b_pod)
+    assert capacity(env)._frees_quota(waiting, info(b_pod), None) is retried

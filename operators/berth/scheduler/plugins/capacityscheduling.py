@@ -186,30 +186,38 @@ class Room:
 
 @dataclass
 class EvictableSums:
-    """What the counted pods of each quota namespace hold, by priority: those a
+    """What the counted pods on each node hold, by quota namespace and priority: those a
     reservation shields apart, by reservation (only its owners may evict them). Built once
-    per accounting version, it sums what a preemptor could free in a few steps."""
+    per accounting version: a preemption evicts on one node, so what it could free is
+    summed node by node."""
 
-    free: dict[str, ByPriority]
-    shielded: dict[str, dict[str, ByPriority]]  # namespace -> reservation uid -> ...
+    free: dict[str, dict[str, ByPriority]]  # node -> namespace -> ...
+    shielded: dict[str, dict[str, dict[str, ByPriority]]]  # ... -> reservation uid -> ...
     reservations: dict[str, Reservation]  # the shielding ones, by uid
     key: frozenset[tuple[str, str]]  # their (uid, resourceVersion): what owners depend on
 
     def freed(
         self, namespaces: Sequence[str], below: int | None, owned: frozenset[str]
-    ) -> dict[str, Resources]:
-        """By namespace, what its pods of priority below ``below`` (any, with None) hold,
-        those shielded by reservations ``owned`` included."""
-        out: dict[str, Resources] = {}
-        for namespace in namespaces:
-            total: Resources = {}
-            parts = [self.free.get(namespace, {})]
-            parts += [v for k, v in self.shielded.get(namespace, {}).items() if k in owned]
-            for by_priority in parts:
-                for priority, request in by_priority.items():
-                    if below is None or priority < below:
-                        add(total, request)
-            out[namespace] = total
+    ) -> list[dict[str, Resources]]:
+        """Node by node (those with any), by namespace, what its pods of priority below
+        ``below`` (any, with None) hold, those shielded by reservations ``owned`` included."""
+        out: list[dict[str, Resources]] = []
+        for node in self.free.keys() | self.shielded.keys():
+            free = self.free.get(node, {})
+            shielded = self.shielded.get(node, {})
+            on_node: dict[str, Resources] = {}
+            for namespace in namespaces:
+                parts = [free.get(namespace, {})]
+                parts += [v for k, v in shielded.get(namespace, {}).items() if k in owned]
+                total: Resources = {}
+                for by_priority in parts:
+                    for priority, request in by_priority.items():
+                        if below is None or priority < below:
+                            add(total, request)
+                if total:
+                    on_node[namespace] = total
+            if on_node:
+                out.append(on_node)
         return out
 
 
@@ -292,10 +300,10 @@ class CapacityScheduling(Plugin):
         """A pod gone or shrunk gives quota back only where quotas count it: any pod in a
         quota tree (the root's share is the cluster less what pods outside hold), else a
         pod of a namespace with a quota, and then only to a pod its quota would admit once
-        every pod it may evict were gone too (a pod at its quota's max waits for its own
-        quota's pods), and of the pods the room alone admits only to those it reaches in
-        queue order (:meth:`_room`). Retrying every refused pod on every deletion keeps the
-        queue busy with pods nothing helped, ahead of lower priorities."""
+        every pod it may evict on some node were gone too (a pod at its quota's max waits
+        for its own quota's pods), and of the pods the room alone admits only to those it
+        reaches in queue order (:meth:`_room`). Retrying every refused pod on every
+        deletion keeps the queue busy with pods nothing helped, ahead of lower priorities."""
         self._refresh_quotas()
         if not isinstance(old, PodInfo) or self.tree.quotas or self.tree.outside_limited():
             return True
@@ -359,10 +367,11 @@ class CapacityScheduling(Plugin):
         return room
 
     def _admissible(self, pod: PodInfo) -> bool:
-        """Whether the pod's flat quota admits it now with every pod it may evict gone.
-        Pending pods alike (quota, priority, request, nominations, the reservations they
-        own) share one answer until the accounting changes: a deletion asks it of every
-        waiting pod."""
+        """Whether the pod's flat quota admits it now with every pod it may evict on some
+        one node gone (a preemption evicts on one node: a quota that only the victims of
+        two nodes together would satisfy refuses every dry run). Pending pods alike
+        (quota, priority, request, nominations, the reservations they own) share one
+        answer until the accounting changes: a deletion asks it of every waiting pod."""
         demand = self.demand(pod)
         if pod.reservation is not None or demand is None:
             return True
@@ -388,8 +397,9 @@ class CapacityScheduling(Plugin):
         admits = self._admissible_cache.get(key)
         if admits is None:
             policy = QuotaVictims(self, demand)
-            rejection = policy.rejection(policy.most_freed(pod, owned))
-            admits = self._admissible_cache[key] = rejection is None
+            by_node = policy.freed_by_node(pod, owned) or [{}]
+            admits = any(policy.rejection(freed) is None for freed in by_node)
+            self._admissible_cache[key] = admits
         return admits
 
     def _owned(self, pod: PodInfo) -> frozenset[str]:
@@ -423,20 +433,24 @@ class CapacityScheduling(Plugin):
             return self._evictable[1]
         view = self.handle.view
         book = self.handle.reservations
-        free: dict[str, ByPriority] = {}
-        shielded: dict[str, dict[str, ByPriority]] = {}
+        free: dict[str, dict[str, ByPriority]] = {}
+        shielded: dict[str, dict[str, dict[str, ByPriority]]] = {}
         reservations: dict[str, Reservation] = {}
         for uid, (namespace, request) in self.ledger.pods.items():
             pod = view.pods.get(uid)
             if self.ledger.quota_of(namespace) is None or pod is None or uid in view.assumed:
                 continue
+            node = pod.node_name
+            if not node or node not in view.nodes.index:
+                continue  # no node to preempt on (nominated, or on a deleted node)
             shield = book.shield_of(pod)
             if shield is None:
-                by_priority = free.setdefault(namespace, {})
+                by_priority = free.setdefault(node, {}).setdefault(namespace, {})
             else:
                 shield_uid = shield.metadata.uid or ""
                 reservations[shield_uid] = shield
-                by_priority = shielded.setdefault(namespace, {}).setdefault(shield_uid, {})
+                in_node = shielded.setdefault(node, {}).setdefault(namespace, {})
+                by_priority = in_node.setdefault(shield_uid, {})
             add(by_priority.setdefault(pod.priority, {}), request)
         shields = frozenset(
             (uid, r.metadata.resource_version or "") for uid, r in reservations.items()
@@ -1001,12 +1015,13 @@ class QuotaVictims:
             ]
         return [p for p in pods if p.namespace == pod.namespace and p.priority < pod.priority]
 
-    def most_freed(self, pod: PodInfo, owned: frozenset[str]) -> dict[str, Resources]:
-        """What every pod it may evict holds, on any node, by namespace: the most a
-        preemption could give back to the quotas. Pods a reservation shields count only
-        for the reservations in ``owned``, which the preemptor is an owner of."""
+    def freed_by_node(self, pod: PodInfo, owned: frozenset[str]) -> list[dict[str, Resources]]:
+        """Node by node, what every pod it may evict there holds, by namespace: the most
+        a preemption on that node could give back to the quotas. Pods a reservation
+        shields count only for the reservations in ``owned``, which the preemptor is an
+        owner of."""
         if self.demand is None:
-            return {}
+            return []
         sums = self.plugin.evictable()
         if self.reclaim:
             ledger = self.ledger

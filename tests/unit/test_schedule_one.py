@@ -615,6 +615,41 @@ async def test_a_placement_outruns_the_watch_and_its_earlier_versions_change_not
     assert loop.parts.view.nodes.requested[0, 0] == 0
 
 
+async def test_the_operators_pending_status_seen_during_a_placement_write_frees_nothing() -> None:
+    """The scheduler places the reservation from its created version; the operator's
+    first status (Pending, a newer version) reaches the watch while the placement is
+    being written. Taken as current, it freed the reservation's 3 CPUs of 4 for that
+    moment, and a pod of 2 was bound into them: 5 on a node of 4 once the write landed."""
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    created = reservation("r", "3")
+    loop.parts.events.on_custom("Reservation")("ADDED", created)
+    writing = asyncio.Event()
+    landed = asyncio.Event()
+
+    async def slow(name: str, status: Json, *_: Any, **__: Any) -> Json:
+        writing.set()
+        await landed.wait()
+        return {**created, "metadata": {**created["metadata"], "resourceVersion": "7"},
+                "status": status}  # fmt: skip
+
+    loop.writer.reservation_status = slow  # type: ignore[method-assign]
+    placing = asyncio.create_task(loop.attempt())
+    await asyncio.wait_for(writing.wait(), 1)
+    pending = {**created, "metadata": {**created["metadata"], "resourceVersion": "6"}}
+    pending["status"] = {"phase": "Pending"}
+    loop.parts.events.on_custom("Reservation")("MODIFIED", pending)
+    assert loop.parts.view.nodes.requested[0, 0] == 3000, "the capacity stays held"
+    assert loop.queue.counts()["active"] == 0, "and it is not queued to be placed again"
+    loop.parts.events.on_pod("ADDED", berth_pod("p", "2"))
+    popped = await asyncio.wait_for(loop.queue.pop(), 1)
+    await loop.schedule_one(popped)
+    landed.set()
+    await placing
+    assert not [c for c in loop.writer.calls if c[0] == "bind"]
+    assert "rsv-r" in loop.parts.book.held
+    assert not loop.parts.book.placing
+
+
 async def test_a_pre_allocated_reservation_is_placed_on_a_full_node_and_waits() -> None:
     full = pod("full", "4", node_name="n1")
     loop = Loop(node("n1", cpu="4"), full, profile=RESERVATION_PROFILE)

@@ -200,7 +200,11 @@ class ReservationPlacement:
         held_obj = {**obj, "status": {**(obj.get("status") or {}), **status}}
         self.book.on_reservation("MODIFIED", held_obj)
         self.view.forget(pod)  # the book holds the capacity from now on, not the template
-        written = await self._write(obj, status, still=placeable_on(node))
+        self.book.placing.add(pod.uid)
+        try:
+            written = await self._write(obj, status, still=placeable_on(node))
+        finally:
+            self.book.placing.discard(pod.uid)
         if written is None:
             self.book.release(pod.uid)
             return False

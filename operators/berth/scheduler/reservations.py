@@ -107,15 +107,24 @@ class ReservationBook:
     # reservation uid -> owner pods placed by this scheduler, not yet seen annotated
     assumed: dict[str, dict[str, Resources]] = field(default_factory=dict)
     by_name: dict[str, str] = field(default_factory=dict)
+    # Reservations whose placement this scheduler is writing: held before the write.
+    placing: set[str] = field(default_factory=set)
 
     def outdated(self, event: str, obj: dict[str, Any]) -> bool:
         """Whether a watch event is older than the version the book holds, which this
         scheduler wrote itself: the watch has not caught up with the placement yet. Taken
         as current, the reservation's earlier Pending phase would free its capacity for a
-        moment (another pod placed into it) and queue it to be placed again."""
-        held = self.held.get((obj.get("metadata") or {}).get("uid", ""))
+        moment (another pod placed into it) and queue it to be placed again. While the
+        placement is being written its version is not known yet: any version that does
+        not hold a node is older (the operator's first Pending status, written while the
+        scheduler placed it from the created version), and the write settles it."""
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        held = self.held.get(uid)
         if event == "DELETED" or held is None:
             return False
+        if uid in self.placing:
+            status = obj.get("status") or {}
+            return status.get("phase") not in HOLDING or not status.get("nodeName")
         # The API server's versions are etcd revisions: integers that grow with every write.
         theirs = (obj.get("metadata") or {}).get("resourceVersion") or ""
         ours = (held.raw.get("metadata") or {}).get("resourceVersion") or ""

@@ -1178,10 +1178,11 @@ class Checker:
         total_min: Amounts,
         everyone: Amounts,
     ) -> bool:
-        """Would some node take the pod once pods of quotas over their min are evicted, each
-        quota only down to its min (and lower-priority pods of its own quota)?"""
+        """Would some node take the pod once pods of other quotas over their min are evicted,
+        each quota only down to its min? A pod within its quota's min reclaims from those
+        alone (docs/elasticquota.md): its own quota's lower-priority pods are victims only
+        once the pod puts its quota at or over its min, and then it is no reclaim."""
         namespace = pod["metadata"]["namespace"]
-        priority = pod["spec"].get("priority") or 0
         wanted = demand(pod["spec"])
         for node in nodes:
             space = room(node)
@@ -1200,10 +1201,7 @@ class Checker:
                     continue
                 v_ns = victim["metadata"]["namespace"]
                 cost = demand(victim["spec"])
-                if v_ns == namespace:
-                    if (victim["spec"].get("priority") or 0) >= priority:
-                        continue
-                elif v_ns in budget:
+                if v_ns in budget:
                     if any(v > budget[v_ns].get(k, Decimal(0)) for k, v in cost.items() if v > 0):
                         continue
                     _add(budget[v_ns], cost, -1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from tests.reliability.checker import Checker, Snapshot
 
 SCHEDULER = "rl"
@@ -237,6 +239,29 @@ def test_a_reclaim_from_a_quota_over_its_min_between_two_looks_is_allowed() -> N
         "q2/p preempted q1/a: the victim's quota was not over its min "
         "(its pods either look saw: cpu 2 of 2)"
     ]
+
+
+@pytest.mark.parametrize(("borrower", "reported"), [(False, False), (True, True)])
+def test_a_pod_within_its_min_reclaims_from_other_quotas_over_theirs_only(
+    borrower: bool, reported: bool
+) -> None:
+    """q2's pod of priority 10 would bring q2 to 3 of its min of 4, on the one node, full.
+    Its own pods there have priority 0, but a pod within its min reclaims only from other
+    quotas over theirs: with only quota-less pods beside its own, it may wait (the
+    checker said it could reclaim their room, and the crash run reported it). With two
+    pods of q1 (min 1) instead of two quota-less ones, one of them is q1's to give back."""
+    checker = Checker(SCHEDULER)
+    quotas = [quota("q1", "1"), quota("q2", "4")]
+    own = [in_namespace(bound(f"own{i}", "n1", T0 - 10, priority=0), "q2") for i in range(2)]
+    others = [bound(f"free{i}", "n1", T0 - 10) for i in range(6)]
+    if borrower:
+        others[:2] = [in_namespace(bound(f"b{i}", "n1", T0 - 10), "q1") for i in range(2)]
+    pending = in_namespace(waiting("p", priority=10), "q2")
+    nodes = {"n1": node("n1")}
+    found = []
+    for at in (T0, T0 + 30, T0 + 50):
+        found += checker.check(Snapshot(at, nodes, [*own, *others, pending], quotas, []))
+    assert found == (["pod q2/p Pending 45s+ while within its quota's min"] if reported else [])
 
 
 def test_a_reclaim_counts_a_pod_pending_before_and_gone_after() -> None:

@@ -650,6 +650,35 @@ async def test_the_operators_pending_status_seen_during_a_placement_write_frees_
     assert not loop.parts.book.placing
 
 
+async def test_a_reservation_that_ends_while_its_placement_is_written_is_not_tried_again() -> None:
+    """The operator expires the reservation while the scheduler writes its placement: the
+    write is refused (it ended), and the reservation leaves the book and the queue. Taken
+    as an older version, the expiry was dropped and the reservation tried again and again,
+    each time refused."""
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    created = reservation("r", "3")
+    loop.parts.events.on_custom("Reservation")("ADDED", created)
+    writing = asyncio.Event()
+    landed = asyncio.Event()
+
+    async def refused(name: str, status: Json, *_: Any, **__: Any) -> Json:
+        writing.set()
+        await landed.wait()
+        raise ApiException(status=409, reason="Conflict")
+
+    loop.writer.reservation_status = refused  # type: ignore[method-assign]
+    placing = asyncio.create_task(loop.attempt())
+    await asyncio.wait_for(writing.wait(), 1)
+    ended = {**created, "metadata": {**created["metadata"], "resourceVersion": "6"}}
+    ended["status"] = {"phase": "Failed"}
+    loop.parts.events.on_custom("Reservation")("MODIFIED", ended)
+    assert "rsv-r" not in loop.parts.book.held
+    landed.set()
+    await placing
+    assert "rsv-r" not in loop.queue
+    assert loop.parts.view.nodes.requested[0, 0] == 0
+
+
 async def test_a_pre_allocated_reservation_is_placed_on_a_full_node_and_waits() -> None:
     full = pod("full", "4", node_name="n1")
     loop = Loop(node("n1", cpu="4"), full, profile=RESERVATION_PROFILE)

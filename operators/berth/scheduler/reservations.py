@@ -115,16 +115,16 @@ class ReservationBook:
         scheduler wrote itself: the watch has not caught up with the placement yet. Taken
         as current, the reservation's earlier Pending phase would free its capacity for a
         moment (another pod placed into it) and queue it to be placed again. While the
-        placement is being written its version is not known yet: any version that does
-        not hold a node is older (the operator's first Pending status, written while the
-        scheduler placed it from the created version), and the write settles it."""
+        placement is being written its version is not known yet: a Pending version is
+        older (the operator's first status, written while the scheduler placed it from
+        the created version), and the write settles it. An ended one is taken: the write
+        will fail over it, and the reservation must leave the queue, not be tried again."""
         uid = (obj.get("metadata") or {}).get("uid", "")
         held = self.held.get(uid)
         if event == "DELETED" or held is None:
             return False
         if uid in self.placing:
-            status = obj.get("status") or {}
-            return status.get("phase") not in HOLDING or not status.get("nodeName")
+            return (obj.get("status") or {}).get("phase") in (None, ReservationPhase.PENDING)
         # The API server's versions are etcd revisions: integers that grow with every write.
         theirs = (obj.get("metadata") or {}).get("resourceVersion") or ""
         ours = (held.raw.get("metadata") or {}).get("resourceVersion") or ""

@@ -11,6 +11,7 @@ import asyncio
 import copy
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -615,36 +616,61 @@ async def test_a_placement_outruns_the_watch_and_its_earlier_versions_change_not
     assert loop.parts.view.nodes.requested[0, 0] == 0
 
 
+@dataclass
+class Placing:
+    """A reservation r (3 CPUs) placed on n1 (4 CPUs), its placement's write held until
+    ``landed`` is set: the write then stores version 7, or is refused if ``refused``."""
+
+    loop: Loop
+    created: Json
+    task: asyncio.Task[PodInfo]
+    landed: asyncio.Event
+
+    @classmethod
+    async def start(cls, *, refused: bool = False) -> Placing:
+        loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+        created = reservation("r", "3")
+        loop.parts.events.on_custom("Reservation")("ADDED", created)
+        writing = asyncio.Event()
+        landed = asyncio.Event()
+
+        async def write(name: str, status: Json, *_: Any, **__: Any) -> Json:
+            writing.set()
+            await landed.wait()
+            if refused:
+                raise ApiException(status=409, reason="Conflict")
+            stored = {**created["metadata"], "resourceVersion": "7"}
+            return {**created, "metadata": stored, "status": status}
+
+        loop.writer.reservation_status = write  # type: ignore[method-assign]
+        task = asyncio.create_task(loop.attempt())
+        await asyncio.wait_for(writing.wait(), 1)
+        return cls(loop, created, task, landed)
+
+    def watch_sees(self, status: Json) -> None:
+        """The watch delivers version 6 of r, written by the operator meanwhile."""
+        seen = {**self.created, "metadata": {**self.created["metadata"], "resourceVersion": "6"}}
+        self.loop.parts.events.on_custom("Reservation")("MODIFIED", {**seen, "status": status})
+
+    async def land(self) -> None:
+        self.landed.set()
+        await self.task
+
+
 async def test_the_operators_pending_status_seen_during_a_placement_write_frees_nothing() -> None:
     """The scheduler places the reservation from its created version; the operator's
     first status (Pending, a newer version) reaches the watch while the placement is
     being written. Taken as current, it freed the reservation's 3 CPUs of 4 for that
     moment, and a pod of 2 was bound into them: 5 on a node of 4 once the write landed."""
-    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
-    created = reservation("r", "3")
-    loop.parts.events.on_custom("Reservation")("ADDED", created)
-    writing = asyncio.Event()
-    landed = asyncio.Event()
-
-    async def slow(name: str, status: Json, *_: Any, **__: Any) -> Json:
-        writing.set()
-        await landed.wait()
-        return {**created, "metadata": {**created["metadata"], "resourceVersion": "7"},
-                "status": status}  # fmt: skip
-
-    loop.writer.reservation_status = slow  # type: ignore[method-assign]
-    placing = asyncio.create_task(loop.attempt())
-    await asyncio.wait_for(writing.wait(), 1)
-    pending = {**created, "metadata": {**created["metadata"], "resourceVersion": "6"}}
-    pending["status"] = {"phase": "Pending"}
-    loop.parts.events.on_custom("Reservation")("MODIFIED", pending)
+    placing = await Placing.start()
+    loop = placing.loop
+    placing.watch_sees({"phase": "Pending"})
     assert loop.parts.view.nodes.requested[0, 0] == 3000, "the capacity stays held"
     assert loop.queue.counts()["active"] == 0, "and it is not queued to be placed again"
     loop.parts.events.on_pod("ADDED", berth_pod("p", "2"))
     popped = await asyncio.wait_for(loop.queue.pop(), 1)
     await loop.schedule_one(popped)
-    landed.set()
-    await placing
+    await placing.land()
     assert not [c for c in loop.writer.calls if c[0] == "bind"]
     assert "rsv-r" in loop.parts.book.held
     assert not loop.parts.book.placing
@@ -655,26 +681,11 @@ async def test_a_reservation_that_ends_while_its_placement_is_written_is_not_tri
     write is refused (it ended), and the reservation leaves the book and the queue. Taken
     as an older version, the expiry was dropped and the reservation tried again and again,
     each time refused."""
-    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
-    created = reservation("r", "3")
-    loop.parts.events.on_custom("Reservation")("ADDED", created)
-    writing = asyncio.Event()
-    landed = asyncio.Event()
-
-    async def refused(name: str, status: Json, *_: Any, **__: Any) -> Json:
-        writing.set()
-        await landed.wait()
-        raise ApiException(status=409, reason="Conflict")
-
-    loop.writer.reservation_status = refused  # type: ignore[method-assign]
-    placing = asyncio.create_task(loop.attempt())
-    await asyncio.wait_for(writing.wait(), 1)
-    ended = {**created, "metadata": {**created["metadata"], "resourceVersion": "6"}}
-    ended["status"] = {"phase": "Failed"}
-    loop.parts.events.on_custom("Reservation")("MODIFIED", ended)
+    placing = await Placing.start(refused=True)
+    loop = placing.loop
+    placing.watch_sees({"phase": "Failed"})
     assert "rsv-r" not in loop.parts.book.held
-    landed.set()
-    await placing
+    await placing.land()
     assert "rsv-r" not in loop.queue
     assert loop.parts.view.nodes.requested[0, 0] == 0
 

@@ -92,7 +92,8 @@ def add(into: Resources, other: Mapping[str, int], sign: int = 1) -> None:
         into[name] = into.get(name, 0) + sign * value
 
 
-def _max(into: Resources, other: Mapping[str, int]) -> None:
+def raise_to(into: Resources, other: Mapping[str, int]) -> None:
+    """Raise each amount to the other's where that is larger, in place (a running maximum)."""
     for name, value in other.items():
         if value > into.get(name, 0):
             into[name] = value
@@ -116,8 +117,8 @@ def _pod_total(
         else:
             step = dict(amounts)
             add(step, sidecars)
-        _max(init_peak, step)
-    _max(total, init_peak)
+        raise_to(init_peak, step)
+    raise_to(total, init_peak)
 
     pod_level = resource_list((spec.get("resources") or {}).get(field))
     for name in (CPU, MEMORY):

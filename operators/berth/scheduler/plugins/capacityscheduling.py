@@ -39,7 +39,7 @@ from berth import log
 from berth.api.duration import DurationError, parse_duration
 from berth.api.elasticquota import GROUP, VERSION
 from berth.api.reservation import Reservation
-from berth.podresources import Resources, add
+from berth.podresources import Resources, add, raise_to
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
 from berth.quota.ledger import QuotaLedger, Rejection
@@ -232,9 +232,7 @@ class EvictableSums:
                             add(total, request)
                 if total:
                     on_node[namespace] = total
-                    bound = most.setdefault(namespace, {})
-                    for resource, value in total.items():
-                        bound[resource] = max(bound.get(resource, 0), value)
+                    raise_to(most.setdefault(namespace, {}), total)
             if on_node:
                 by_node.append(on_node)
         by_node.sort(key=lambda n: -sum(sum(v.values()) for v in n.values()))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -41,6 +42,7 @@ RESERVATION = ("scheduling.koordinator.sh", "v1alpha1")
 MERGE = "application/merge-patch+json"
 CONFLICT = 409
 TTL = 45
+LANES = 4  # writers at once during a burst
 
 
 async def retried(call: Callable[[], Awaitable[T]]) -> T:
@@ -188,8 +190,9 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
     """Another writer changes the reservation ten times a second throughout its life, so
     the operator's status writes (guarded by the resourceVersion they were decided from)
     meet 409 Conflict; each transition still lands: Available, its owner, Failed on expiry.
-    Around the operator's two transitions it writes back to back, from before each is due
-    until it is seen, however slow the machine is to get there."""
+    Around the operator's two transitions it writes back to back from several lanes, so the
+    stored version moves faster than a watch can deliver it, from before each is due until
+    the operator logged a conflict or the transition is seen, however slow the machine is."""
     group = "cf-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
@@ -210,18 +213,35 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
     stop = asyncio.Event()
     bumps = [0]
     loop = asyncio.get_running_loop()
-    bursts: list[list[float]] = []  # [from, to]: back to back, around transitions
+    bursts: list[Burst] = []  # back to back, around transitions
 
-    async def bump() -> None:
+    def bursting() -> bool:
+        now = loop.time()
+        return any(b.start <= now <= b.end for b in bursts)
+
+    async def bump(lane: int) -> None:
         while not stop.is_set():
+            if lane and not bursting():
+                await asyncio.sleep(0.05)
+                continue
             bumps[0] += 1
-            patch = {"metadata": {"labels": {"berth.test/bump": str(bumps[0])}}}
+            patch = {"metadata": {"labels": {f"berth.test/bump-{lane}": str(bumps[0])}}}
             with contextlib.suppress(ApiException):
                 await custom.patch_cluster_custom_object(
                     *RESERVATION, "reservations", name, patch, _content_type=MERGE
                 )
-            now = loop.time()
-            await asyncio.sleep(0.002 if any(a <= now <= b for a, b in bursts) else 0.1)
+            await asyncio.sleep(0.002 if bursting() else 0.1)
+
+    async def close_bursts() -> None:
+        """A burst has done its work once the operator logged a conflict during it."""
+        while not stop.is_set():
+            met, now = conflicts(berth.log.read_text()), loop.time()
+            for b in bursts:
+                if b.start <= now and b.met is None:
+                    b.met = met
+                elif b.met is not None and met > b.met:
+                    b.end = min(b.end, now)
+            await asyncio.sleep(0.25)
 
     async def reservation() -> dict[str, Any]:
         obj: dict[str, Any] = await custom.get_cluster_custom_object(
@@ -232,18 +252,19 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
     async def status_is(check: Callable[[dict[str, Any]], bool]) -> bool:
         return check((await reservation()).get("status") or {})
 
-    bumper: asyncio.Task[None] | None = None
+    bumpers: list[asyncio.Task[None]] = []
     try:
         await nodes.add("a", labels={"berth.test/group": group})
         berth.start()
         await custom.create_cluster_custom_object(*RESERVATION, "reservations", body)
-        bumper = asyncio.create_task(bump())
+        bumpers = [asyncio.create_task(bump(lane)) for lane in range(LANES)]
+        bumpers.append(asyncio.create_task(close_bursts()))
         await eventually(lambda: status_is(lambda s: s.get("phase") == "Available"), within=60)
         now = loop.time()
         stamp = (await reservation())["metadata"]["creationTimestamp"]
         expires = now + TTL - (time.time() - datetime.fromisoformat(stamp).timestamp())
-        allocation, expiry = [now, math.inf], [expires - 2, math.inf]
-        bursts += [allocation, expiry]  # each ends when its transition is seen
+        allocation, expiry = Burst(now), Burst(expires - 2)
+        bursts += [allocation, expiry]  # each ends at a conflict or when its transition is seen
         await pods.create(pod_body("owner", group, cpu="500m", labels={"app": name},
                                    nodeSelector={"berth.test/group": group}))  # fmt: skip
         await pods.wait_bound("owner", within=60)
@@ -254,21 +275,32 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
                     s.get("currentOwners") or []] == owned  # fmt: skip
 
         await eventually(lambda: status_is(owners), within=60)
-        allocation[1] = loop.time()
+        allocation.end = min(allocation.end, loop.time())
         await eventually(lambda: status_is(lambda s: s.get("phase") == "Failed"), within=90)
-        expiry[1] = loop.time()
+        expiry.end = min(expiry.end, loop.time())
         stop.set()
-        await bumper
+        await asyncio.gather(*bumpers)
         assert bumps[0] > 100, "the other writer kept writing"
         assert conflicts(berth.log.read_text()) > 0, "no 409 met: nothing was injected"
     finally:
         stop.set()
-        if bumper is not None and not bumper.done():
-            bumper.cancel()
+        for task in bumpers:
+            task.cancel()
+        await asyncio.gather(*bumpers, return_exceptions=True)
         berth.stop()
         with contextlib.suppress(ApiException):
             await custom.delete_cluster_custom_object(*RESERVATION, "reservations", name)
         await nodes.delete_all()
+
+
+@dataclasses.dataclass
+class Burst:
+    """Back-to-back writes from ``start`` until ``end``; ``met``: the conflicts the operator
+    had logged when it began."""
+
+    start: float
+    end: float = math.inf
+    met: int | None = None
 
 
 def conflicts(log: str) -> int:

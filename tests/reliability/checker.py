@@ -1076,11 +1076,14 @@ class Checker:
             elif (
                 quota is not None
                 and within_min
-                and self._reclaimable(
-                    pod, nodes, room, snap, live, used, governing, total_min, everyone
+                and (
+                    inside := self._reclaimable(
+                        pod, nodes, room, snap, live, used, governing, total_min, everyone
+                    )
                 )
             ):
                 reclaimable_now.add(uid)
+                where[uid] = inside
 
         # Reservations are scheduled like pods: one some node surely takes is placed too
         # (a refusal that ends it as Failed counts as not placed; expiry does not).
@@ -1119,7 +1122,10 @@ class Checker:
                     detail = f" ({where[uid]})" if uid in where else ""
                     found.append(f"{self._name(uid)} Pending {bound:.0f}s+ while {what}{detail}")
                     since[uid] = snap.taken_at  # reported once per period
-        self.placeable = sorted(self._name(u) for u in placeable_now | reclaimable_now)
+        self.placeable = sorted(
+            self._name(u) + (f" ({where[u]})" if u in where else "")
+            for u in placeable_now | reclaimable_now
+        )
         self.counts["placeable pods seen"] = max(
             self.counts["placeable pods seen"], len(placeable_now)
         )
@@ -1177,11 +1183,12 @@ class Checker:
         governing: dict[str, Obj],
         total_min: Amounts,
         everyone: Amounts,
-    ) -> bool:
-        """Would some node take the pod once pods of other quotas over their min are evicted,
-        each quota only down to its min? A pod within its quota's min reclaims from those
-        alone (docs/elasticquota.md): its own quota's lower-priority pods are victims only
-        once the pod puts its quota at or over its min, and then it is no reclaim."""
+    ) -> str:
+        """A node that would take the pod once pods of other quotas over their min are
+        evicted, each quota only down to its min, and the arithmetic, or "". A pod within
+        its quota's min reclaims from those alone (docs/elasticquota.md): its own quota's
+        lower-priority pods are victims only once the pod puts its quota at or over its
+        min, and then it is no reclaim."""
         namespace = pod["metadata"]["namespace"]
         wanted = demand(pod["spec"])
         for node in nodes:
@@ -1212,8 +1219,12 @@ class Checker:
             after = _plus(everyone, wanted)
             _add(after, freed, -1)
             if _fits(wanted, space) and not _over(after, total_min):
-                return True
-        return False
+                mine = _show(used.get(namespace, {}))
+                return (
+                    f"its quota uses {mine}; all quotas use {_show(everyone)} "
+                    f"of {_show(total_min)}; {node} frees {_show(freed)} of quotas over min"
+                )
+        return ""
 
     def _transitions(
         self, snap: Snapshot, reservations: dict[str, Obj], grace: float, once: bool = True

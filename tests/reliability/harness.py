@@ -78,7 +78,9 @@ class Outcome:
             for kind, count in kinds.most_common(12):
                 lines += [f"  {count} of: {kind}", f"    first: {first[kind]}"]
         lines += [f"  {line}" for line in sorted(set(self.found))[:30]]
-        lines += [f"  berth's record: {line}" for line in self.berth_said[:10]]
+        said = self.berth_said if len(self.berth_said) <= 10 else [
+            *self.berth_said[:7], *self.berth_said[-3:]]  # fmt: skip
+        lines += [f"  berth's record: {line}" for line in said]
         sys.stderr.write("\n" + "\n".join(lines) + "\n")
         return "\n".join(lines)
 
@@ -86,13 +88,14 @@ class Outcome:
 # What varies between reports of one kind (objects' names, quantities), for the tally.
 KIND_OF = re.compile(r"\S+/\S+|\S*-(?:n|r|p)\d+\S*|\d+(?:\.\d+)?\S*")
 PENDING_POD = re.compile(r"^pod ([^/ ]+)/(\S+) Pending")
+AT_REST = re.compile(r"^at rest, Pending though placeable: pod ([^/ ]+)/([^\s(]+)")
 
 
 async def berth_record(berth: BerthRun, line: str) -> str:
     """For a report of a pod left Pending, what Berth's decision record says of it (its
     debug endpoint on the health port): the message, the nodes' verdicts and the quota
     arithmetic. Empty when the line is about something else or Berth cannot answer."""
-    match = PENDING_POD.match(line)
+    match = PENDING_POD.match(line) or AT_REST.match(line)
     if match is None:
         return ""
     ports = re.findall(r'"port": (\d+), "event": "health server listening"', berth.log.read_text())
@@ -120,12 +123,13 @@ def short(namespace: str) -> str:
 
 def installed_config(scheduler: str) -> dict[str, Any]:
     """The installed scheduler configuration, under this test's scheduler name, with no
-    leader election and short backoffs."""
+    leader election. Its backoffs are kube-scheduler's (1 s doubling to 10 s), as
+    installed: with 2 s at most, hundreds of pods no node could take were each tried
+    every two seconds (every node added moves them), five times the attempts a deployed
+    scheduler makes, ahead of the pods that could be placed."""
     configmap = yaml.safe_load((REPO / "manifests" / "scheduler-config.yaml").read_text())
     config: dict[str, Any] = yaml.safe_load(configmap["data"]["scheduler-config.yaml"])
     config["leaderElection"] = {"leaderElect": False}
-    config["podInitialBackoffSeconds"] = 0.5
-    config["podMaxBackoffSeconds"] = 2
     config["profiles"][0]["schedulerName"] = scheduler
     return copy.deepcopy(config)
 
@@ -218,6 +222,9 @@ async def churned(
             outcome.checker.liveness = True
         if until is None:
             await settle(api, namespaces, outcome)
+            for line in outcome.found[-len(outcome.checker.placeable) :][:3]:
+                if said := await berth_record(berth, line):
+                    outcome.berth_said.append(said)
         stop.set()
         await checking
     finally:

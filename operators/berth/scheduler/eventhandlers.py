@@ -22,6 +22,7 @@ from berth.scheduler.clusterevents import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    QueueingHint,
 )
 from berth.scheduler.framework import Plugin
 from berth.scheduler.placement import (
@@ -42,6 +43,15 @@ from berth.scheduler.view import ClusterView, object_key
 POD = "Pod"
 
 Handler = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Covering:
+    """What the registrations of a pod's rejectors make of one event: it helps whatever
+    the pod (``always``), or only if one of their ``hints`` says so."""
+
+    always: bool
+    hints: tuple[QueueingHint, ...] = ()
 
 
 @dataclass
@@ -210,24 +220,44 @@ class EventHandlers:
     def _requeue(self, event: ClusterEvent, old: Any, new: Any) -> None:
         if self.queue is None:
             return
-        self.queue.move(lambda pod, rejected_by: self._helps(pod, rejected_by, event, old, new))
+        self.queue.move(self._hints(event, old, new))
 
-    def _helps(
-        self, pod: PodInfo, rejected_by: frozenset[str], event: ClusterEvent, old: Any, new: Any
-    ) -> bool:
-        """kube-scheduler's queueing hints: the event may help the pod if a plugin that
+    def _hints(
+        self, event: ClusterEvent, old: Any, new: Any
+    ) -> Callable[[PodInfo, frozenset[str]], bool]:
+        """kube-scheduler's queueing hints: the event may help a pod if a plugin that
         rejected it registered the event and its hint (if any) says so. A pod rejected by
-        no plugin in particular (an error) is tried again on any event."""
-        framework = self.frameworks.get(pod.scheduler_name)
-        if not rejected_by or framework is None:
-            return True
-        for name in rejected_by:
-            registrations = self._registrations.get((framework.name, name))
-            if registrations is None:
-                return True  # not one of the profile's plugins (a subset's name): be safe
-            if any(r.helps(pod, event, old, new) for r in registrations):
+        no plugin in particular (an error) is tried again on any event.
+
+        What the registrations alone decide is the same for every pod of one profile
+        rejected by the same plugins: it is worked out once per event, and only the hints
+        run pod by pod (hundreds of waiting pods, an event every few milliseconds)."""
+        decided: dict[tuple[str, frozenset[str]], Covering] = {}
+
+        def helps(pod: PodInfo, rejected_by: frozenset[str]) -> bool:
+            framework = self.frameworks.get(pod.scheduler_name)
+            if not rejected_by or framework is None:
                 return True
-        return False
+            key = (framework.name, rejected_by)
+            covering = decided.get(key)
+            if covering is None:
+                covering = decided[key] = self._covering(framework.name, rejected_by, event)
+            return covering.always or any(hint(pod, old, new) for hint in covering.hints)
+
+        return helps
+
+    def _covering(self, profile: str, rejected_by: frozenset[str], event: ClusterEvent) -> Covering:
+        hints: list[QueueingHint] = []
+        for name in rejected_by:
+            registrations = self._registrations.get((profile, name))
+            if registrations is None:
+                return Covering(always=True)  # not one of the profile's plugins: be safe
+            for registration in registrations:
+                if registration.event.covers(event):
+                    if registration.hint is None:
+                        return Covering(always=True)
+                    hints.append(registration.hint)
+        return Covering(always=False, hints=tuple(hints))
 
     # -- the scheduler's own changes -----------------------------------------------------
 
@@ -240,11 +270,9 @@ class EventHandlers:
         the others, as when a nominated pod is deleted (not for itself: it just failed)."""
         if self.queue is None:
             return
-        event = ClusterEvent(POD, ActionType.DELETE)
+        hints = self._hints(ClusterEvent(POD, ActionType.DELETE), pod, None)
         self.queue.move(
-            lambda other, rejected_by: (
-                other.uid != pod.uid and self._helps(other, rejected_by, event, pod, None)
-            )
+            lambda other, rejected_by: other.uid != pod.uid and hints(other, rejected_by)
         )
 
 

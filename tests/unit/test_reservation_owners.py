@@ -1,5 +1,6 @@
-"""Which pods own a reservation (the scheduler's annotation on bound pods), and how one
-condition is set in a reservation's list."""
+"""Which pods own a reservation (the scheduler's annotation on bound pods), how one
+condition is set in a reservation's list, and the index that finds the reservations a
+pod's labels may own."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from berth.api.meta import ConditionStatus
 from berth.api.reservation import Reservation, ReservationCondition
 from berth.reservation.conditions import with_condition
+from berth.reservation.matching import OwnerIndex, may_own
 from berth.reservation.owners import ALLOCATED_ANNOTATION, OwnerPod, owner_pod, owners_of
 
 NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
@@ -140,3 +144,23 @@ def test_the_transition_time_moves_only_when_the_status_flips(before: str, trans
     assert out[0]["lastTransitionTime"] == transition
     assert out[0]["lastProbeTime"] == "2024-01-01T12:00:00Z"
     assert out[1] == scheduled().to_dict()
+
+
+LABELS = st.frozensets(
+    st.tuples(st.sampled_from("abc"), st.sampled_from("xy")), max_size=4
+)  # a few keys and values, so that screens and pods overlap often
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    screens=st.lists(st.lists(st.none() | LABELS.filter(bool), min_size=1, max_size=3)),
+    labels=LABELS,
+)
+def test_the_owner_index_finds_every_reservation_the_labels_may_own(
+    screens: list[list[frozenset[tuple[str, str]] | None]], labels: frozenset[tuple[str, str]]
+) -> None:
+    """The index may offer more candidates than the screen passes, never fewer."""
+    screened = [(f"r{i}", tuple(screen)) for i, screen in enumerate(screens)]
+    candidates = OwnerIndex(screened).candidates(labels)
+    assert {uid for uid, screen in screened if may_own(screen, labels)} <= candidates
+    assert candidates <= {uid for uid, _ in screened}

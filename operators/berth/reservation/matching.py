@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,6 +253,32 @@ def may_own(screen: OwnerScreen, labels: frozenset[tuple[str, str]]) -> bool:
     A set comparison per entry, so a pod can be screened against a thousand reservations
     in each attempt; True only says :func:`is_owner` must decide."""
     return any(demanded is None or demanded <= labels for demanded in screen)
+
+
+class OwnerIndex:
+    """The reservations a pod may own, found from its labels instead of asking each one:
+    every owner entry that demands labels is filed under one of them, so a reservation
+    the pod's labels could satisfy is among those filed under a label the pod has. Those
+    with an entry that demands none are candidates for every pod."""
+
+    def __init__(self, screens: Iterable[tuple[str, OwnerScreen]]) -> None:
+        self.known: set[str] = set()
+        self.everyone: set[str] = set()
+        self.by_label: dict[tuple[str, str], set[str]] = {}
+        for uid, screen in screens:
+            self.known.add(uid)
+            for demanded in screen:
+                if demanded is None:
+                    self.everyone.add(uid)
+                else:
+                    self.by_label.setdefault(min(demanded), set()).add(uid)
+
+    def candidates(self, labels: Iterable[tuple[str, str]]) -> set[str]:
+        """A superset of the known reservations :func:`may_own` passes for these labels."""
+        found = set(self.everyone)
+        for label in labels:
+            found |= self.by_label.get(label, set())
+        return found
 
 
 def tolerates(reservation: Reservation, tolerations: tuple[Toleration, ...]) -> bool:

@@ -37,6 +37,7 @@ from berth.podresources import Resources
 from berth.quota.usage import as_resource_list
 from berth.reservation.matching import (
     AffinityError,
+    OwnerIndex,
     OwnerScreen,
     PodFacts,
     ReservationAffinity,
@@ -194,12 +195,22 @@ class Reservation(Plugin):
         # matching the pod against every one's owners cost a tenth under churn.
         self._typed: dict[str, tuple[str, ReservationObject]] = {}
         self._screens: dict[str, tuple[str, OwnerScreen]] = {}
+        self._index: tuple[int, OwnerIndex] | None = None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (on(RESERVATION, ActionType.ALL), on(POD, ActionType.DELETE))
 
     def usable(self, pod: PodInfo, affinity: ReservationAffinity | None) -> list[Held]:
-        return [h for h in self.book.held.values() if not held_back(pod, h, affinity)]
+        """The held reservations the pod may use; those its labels cannot own are passed
+        over unasked (one in twenty nodes holding one, matching every owner cost the
+        installed profile a millisecond a pod at 5000 nodes)."""
+        index = self._owner_index(self.handle.view.custom.get(RESERVATION, {}))
+        candidates = index.candidates(pod.labels.items())
+        return [
+            h
+            for h in self.book.held.values()
+            if (h.uid in candidates or h.uid not in index.known) and not held_back(pod, h, affinity)
+        ]
 
     # -- PreFilter / Score ----------------------------------------------------------------
 
@@ -345,16 +356,21 @@ class Reservation(Plugin):
         except AffinityError as err:
             return {"error": str(err)}
         labels = frozenset(pod.labels.items())
+        listed = self.handle.view.custom.get(RESERVATION, {})
+        index = self._owner_index(listed)
+        candidates = index.candidates(labels)
 
-        def concerns(reservation: ReservationObject) -> bool:
+        def concerns(reservation: ReservationObject, uid: str) -> bool:
             if affinity is not None and affinity.matches(reservation):
                 return True
+            if uid in index.known and uid not in candidates:
+                return False
             screen = self._screen_once(reservation)
             return may_own(screen, labels) and is_owner(reservation, pod_facts)
 
         verdicts = []
         for held in self.book.held.values():
-            if not concerns(held.reservation):
+            if not concerns(held.reservation, held.uid):
                 continue
             why = held_back(pod, held, affinity)
             verdicts.append(
@@ -367,12 +383,12 @@ class Reservation(Plugin):
                 }
             )
         held_uids = {held.uid for held in self.book.held.values()}
-        listed = self.handle.view.custom.get(RESERVATION, {})
         for obj in listed.values():
-            if (obj.get("metadata") or {}).get("uid") in held_uids:
+            uid = (obj.get("metadata") or {}).get("uid")
+            if uid in held_uids or (affinity is None and uid not in candidates):
                 continue
             reservation = self._typed_once(obj)
-            if concerns(reservation):
+            if concerns(reservation, str(uid)):
                 phase = reservation.phase.value if reservation.phase else "unset"
                 verdicts.append(
                     {
@@ -395,6 +411,19 @@ class Reservation(Plugin):
             "reservations": verdicts[:EXPLAINED_RESERVATIONS],
             "considered": len(verdicts),
         }
+
+    def _owner_index(self, listed: dict[str, dict[str, Any]]) -> OwnerIndex:
+        """The listed reservations by the labels their owners demand, once per version of
+        the list: screening every reservation on each refused attempt cost a tenth of
+        the scheduler's time under churn with hundreds of them."""
+        version = self.handle.view.custom_versions.get(RESERVATION, 0)
+        if self._index is None or self._index[0] != version:
+            screens = []
+            for obj in listed.values():
+                uid = str((obj.get("metadata") or {}).get("uid", ""))
+                screens.append((uid, self._screen_once(self._typed_once(obj))))
+            self._index = (version, OwnerIndex(screens))
+        return self._index[1]
 
     def _screen_once(self, reservation: ReservationObject) -> OwnerScreen:
         meta = reservation.metadata

@@ -310,6 +310,33 @@ async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod(
     assert ("bind", (left, "n2")) in loop.writer.calls
 
 
+async def test_a_pod_within_its_min_is_retried_once_another_quota_borrows() -> None:
+    """a uses 3 of its min 4 and b its min 6; a pod of b nominated on n3 holds the tenth
+    cpu of the sum of mins. a's new pod (within a's min) is refused, and nobody borrows: no
+    victim. The nominated pod is then bound: b uses 7 of its min 6. Nothing is deleted,
+    so no cluster event retries a's pod; the periodic check does, within a second, and
+    it reclaims from b."""
+    nominated = pod("b-nominated", "1", namespace="b", nominated="n3", scheduler="other")
+    loop = nine_of_ten(nominated, berth_pod("a-new", "1", namespace="a"))
+    await loop.attempt()
+    [refusal] = loop.writer.events("FailedScheduling")
+    assert "No preemption victims found" in refusal, refusal
+    plugin = loop.parts.profiles["berth-scheduler"].framework.instances["CapacityScheduling"]
+    assert not plugin.retry_now(loop.queue.is_unschedulable), "nobody borrows yet"
+    bound = pod("b-nominated", "1", namespace="b", node_name="n3", scheduler="other")
+    loop.parts.events.on_pod("MODIFIED", bound)
+    assert loop.queue.is_unschedulable("uid-a-a-new"), "a binding is no event that frees"
+    assert plugin.period() == 1.0
+    assert plugin.retry_now(loop.queue.is_unschedulable) == {"uid-a-a-new"}
+    assert not plugin.retry_now(loop.queue.is_unschedulable), "once per quota that lends"
+    loop.queue.requeue(frozenset({"uid-a-a-new"}))
+    await loop.attempt()
+    evicted = [c[1] for c in loop.writer.calls if c[0] == "evict"]
+    assert evicted, loop.writer.calls
+    assert all(name.startswith("b-") for name in evicted), evicted
+    assert [c for c in loop.writer.calls if c[0] == "nominate" and c[1][0] == "a-new"]
+
+
 async def test_a_nomination_to_a_deleted_node_holds_no_quota_share() -> None:
     """As above, but the nominated pod's node is deleted: a nomination there holds no
     room, and no quota share either (scheduler-plugins counts the nominated pods of the

@@ -281,6 +281,10 @@ class CapacityScheduling(Plugin):
         self._refused: set[str] = set()
         self._rooms: tuple[str, Room] | None = None
         self._passed_over: set[str] = set()
+        # The flat quotas using more than their min as last seen, and whether one started
+        # to since the periodic check last ran (see :meth:`_lender_retries`).
+        self._borrowing: set[str] = set()
+        self._lent = False
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -497,8 +501,17 @@ class CapacityScheduling(Plugin):
             self.ledger.remove(pod.uid)
         elif pod.occupies_node and not pod.preempted and pod.uid not in self.leaving:
             self.ledger.add(pod.uid, pod.namespace, pod.requests)
+            self._note_borrowing(pod.namespace)
         elif pod.uid not in self.handle.view.assumed:
             self.ledger.remove(pod.uid)
+
+    def _note_borrowing(self, namespace: str) -> None:
+        """A flat quota whose pod put it over its min now lends nothing: the pods of other
+        quotas waiting within their own min may reclaim from it. No cluster event says so
+        (a pod bound is no event that frees anything), so the periodic check retries them."""
+        if namespace not in self._borrowing and self.ledger.borrowing(namespace):
+            self._borrowing.add(namespace)
+            self._lent = True
 
     def evicted(self, victim: PodInfo) -> None:
         self._accounting_version += 1
@@ -641,7 +654,7 @@ class CapacityScheduling(Plugin):
         that failed on the nodes left the room unused, and pods it passed over wait for
         nothing else. Every ten seconds, near the sum of mins under churn, the room went
         to one pod in ten seconds while hundreds waited for it."""
-        if self._passed_over and not self.tree.quotas:
+        if (self._passed_over or self._lent) and not self.tree.quotas:
             return ROOM_RETRY_SECONDS
         return self.check_interval
 
@@ -653,7 +666,7 @@ class CapacityScheduling(Plugin):
         a deletion's room admitted but did not reach, that the room admits now."""
         self._refresh_quotas()
         if not self.tree.quotas:
-            return self._room_retries(waiting)
+            return self._room_retries(waiting) | self._lender_retries(waiting)
         pods = []
         for pod in self.handle.view.pods.values():
             pending = not pod.node_name and not pod.terminal and not pod.deleting
@@ -677,6 +690,26 @@ class CapacityScheduling(Plugin):
         retry = frozenset(self._passed_over & winners)
         self._passed_over -= retry
         return retry
+
+    def _lender_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
+        """Once a flat quota started to use more than its min: the waiting pods its quota
+        refused that are within their own min and that one node's victims would admit.
+        Refused while no quota borrowed, they had nothing to reclaim, and nothing but this
+        check would try them again (the long churn left dozens of them waiting at rest)."""
+        self._borrowing = {ns for ns in self.ledger.quotas if self.ledger.borrowing(ns)}
+        if not self._lent:
+            return frozenset()
+        self._lent = False
+        pods = self.handle.view.pods
+        retry = set()
+        for uid in self._refused:
+            pod = pods.get(uid)
+            if pod is None or not waiting(uid):
+                continue
+            demand = self.demand(pod)
+            if demand is not None and QuotaVictims(self, demand).reclaim and self._admissible(pod):
+                retry.add(uid)
+        return frozenset(retry)
 
     def _report_retry(self, item: Starving) -> None:
         pod = self.handle.view.pods.get(item.pod.key)
@@ -814,6 +847,7 @@ class CapacityScheduling(Plugin):
         self._accounting_version += 1
         if pod.reservation is None:  # a Reservation is not charged to a namespace's quota
             self.ledger.add(pod.uid, pod.namespace, pod.requests)
+            self._note_borrowing(pod.namespace)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -354,6 +354,25 @@ async def test_a_nomination_to_a_deleted_node_holds_no_quota_share() -> None:
     assert [c[1][0] for c in loop.writer.calls if c[0] == "bind"] == ["a-new"]
 
 
+async def test_a_nomination_on_a_deleted_node_brings_back_only_the_pods_its_share_admits() -> None:
+    """As above, with a second pod of a waiting for 3 cpu: the one cpu the nomination held
+    admits a-new, not a-big, which waits on (no pod it may evict either)."""
+    gone = node("n4", cpu="1")
+    nominated = pod("b-nominated", "1", namespace="b", nominated="n4", scheduler="other")
+    loop = nine_of_ten(
+        gone,
+        nominated,
+        berth_pod("a-new", "1", namespace="a"),
+        berth_pod("a-big", "3", namespace="a"),
+    )
+    for _ in range(2):
+        await loop.attempt()
+    assert loop.queue.counts()["unschedulable"] == 2
+    loop.parts.events.on_node("DELETED", gone)
+    assert loop.queue.is_unschedulable("uid-a-a-big"), "its quota refuses it still"
+    assert not loop.queue.is_unschedulable("uid-a-a-new")
+
+
 def both_nominated(*pending: Json) -> Loop:
     """As ``nine_of_ten``, a pod of each quota nominated to n2 after a reclaim, and
     ``pending`` before them in the queue."""

@@ -285,6 +285,7 @@ class CapacityScheduling(Plugin):
         # to since the periodic check last ran (see :meth:`_lender_retries`).
         self._borrowing: set[str] = set()
         self._lent = False
+        self._nominations_gone = ""  # the node deletion that last freed nominations
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -298,12 +299,24 @@ class CapacityScheduling(Plugin):
         )
 
     def _frees_nominated(self, pod: PodInfo, old: Any, new: Any) -> bool:
-        """A node deleted while quota pods were nominated to it: their share is free."""
-        name = (old.get("metadata") or {}).get("name") if isinstance(old, dict) else None
-        return any(
+        """A node deleted while quota pods were nominated to it: their share is free, for
+        the pods of a flat quota it now admits (with evictions, as after a deletion).
+        Retrying every refused pod on each such node deleted (one every few seconds
+        under churn) kept hundreds of pods no eviction could help coming back."""
+        meta = (old.get("metadata") or {}) if isinstance(old, dict) else {}
+        name = meta.get("name")
+        if not any(
             node == name and (self.tree.quotas or self.ledger.quota_of(other.namespace))
             for node, other in self.handle.view.nominated.values()
-        )
+        ):
+            return False
+        if self.tree.quotas:
+            return True
+        event = f"{name} {meta.get('resourceVersion')}"
+        if self._nominations_gone != event:  # once per deletion, not per pod asked
+            self._nominations_gone = event
+            self._accounting_version += 1  # what the nominations held counts no more
+        return self._admissible(pod)
 
     def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A node added or grown: a tree's root hands down what the cluster has; a flat

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import hashlib
@@ -166,9 +167,13 @@ async def churned(
     crash: bool = False,
     until: Callable[[list[str]], bool] | None = None,
     node_deletions: bool = True,
+    quiet: float = 0.0,
 ) -> Outcome:
     """The churn for ``scale.seconds`` (or until ``until(found)``), the checker every
-    second throughout, then up to ``SETTLE_WITHIN`` for the at-rest checks to pass."""
+    second throughout, then up to ``SETTLE_WITHIN`` for the at-rest checks to pass.
+    With ``until``, the checker goes on for ``quiet`` seconds after the load instead: no
+    deletion then frees anything, so what only the scheduler's own action (a reclaim)
+    would place stays where it is."""
     scheduler = short(namespaces[0])
     churn = Churn(
         api, scheduler, scheduler, namespaces[1:], namespaces[0], random.Random(scheduler)
@@ -222,9 +227,13 @@ async def churned(
             outcome.checker.liveness = True
         if until is None:
             await settle(api, namespaces, outcome)
-            for line in outcome.found[-len(outcome.checker.placeable) :][:3]:
+            left = outcome.checker.placeable
+            for line in outcome.found[-len(left) :][:3] if left else []:
                 if said := await berth_record(berth, line):
                     outcome.berth_said.append(said)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), quiet)
         stop.set()
         await checking
     finally:

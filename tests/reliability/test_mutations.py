@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from tests.reliability.checker import RECLAIM_WITHIN
 from tests.reliability.harness import (
     Scale,
     berth_run,
@@ -40,6 +41,7 @@ class Mutation:
     operators: bool = True
     node_deletions: bool = True
     seconds: float = SCALE.seconds
+    quiet: float = 0.0  # seconds the checker goes on after the load
 
 
 def disable(*names: str, point: str = "multiPoint") -> Callable[[dict[str, Any]], None]:
@@ -80,12 +82,14 @@ MUTATIONS = {
     "quotas ignored": Mutation(disable("CapacityScheduling"), "sum of mins"),
     "reservations ignored": Mutation(disable("Reservation"), r"^reservation \S+ Pending"),
     # Without node deletions: pods left on a deleted node count for their quota until
-    # they are collected, which keeps the quotas from the state reclaim is about.
+    # they are collected, which keeps the quotas from the state reclaim is about. Under
+    # the load, deletions give a quota under its min its room soon enough without any
+    # reclaim; after it, only a reclaim would: the checker goes on past its bound.
     "no reclaim": Mutation(
         disable("CapacityScheduling", point="postFilter"),
         "quota's min",
         node_deletions=False,
-        seconds=240,  # it takes a quota under its min while another borrows: not every minute
+        quiet=RECLAIM_WITHIN + 30,
     ),
     "quota-blind preemption": Mutation(quota_blind_preemption, "preempted"),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
@@ -126,7 +130,13 @@ async def test_the_checker_catches_a_broken_berth(
     try:
         scale = dataclasses.replace(SCALE, seconds=mutation.seconds)
         outcome = await churned(
-            api, namespaces, berth, scale, until=caught, node_deletions=mutation.node_deletions
+            api,
+            namespaces,
+            berth,
+            scale,
+            until=caught,
+            node_deletions=mutation.node_deletions,
+            quiet=mutation.quiet,
         )
     finally:
         berth.stop()

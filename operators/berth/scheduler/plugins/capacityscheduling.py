@@ -285,7 +285,8 @@ class CapacityScheduling(Plugin):
         # to since the periodic check last ran (see :meth:`_lender_retries`).
         self._borrowing: set[str] = set()
         self._lent = False
-        self._nominations_gone = ""  # the node deletion that last freed nominations
+        # The node deletion last asked about, and whether quota pods were nominated to it.
+        self._nominations_gone: tuple[str, bool] = ("", False)
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -305,18 +306,18 @@ class CapacityScheduling(Plugin):
         under churn) kept hundreds of pods no eviction could help coming back."""
         meta = (old.get("metadata") or {}) if isinstance(old, dict) else {}
         name = meta.get("name")
-        if not any(
-            node == name and (self.tree.quotas or self.ledger.quota_of(other.namespace))
-            for node, other in self.handle.view.nominated.values()
-        ):
-            return False
-        if self.tree.quotas:
-            return True
         event = f"{name} {meta.get('resourceVersion')}"
-        if self._nominations_gone != event:  # once per deletion, not per pod asked
-            self._nominations_gone = event
-            self._accounting_version += 1  # what the nominations held counts no more
-        return self._admissible(pod)
+        if self._nominations_gone[0] != event:  # once per deletion, not per pod asked
+            held = any(
+                node == name and (self.tree.quotas or self.ledger.quota_of(other.namespace))
+                for node, other in self.handle.view.nominated.values()
+            )
+            if held:
+                self._accounting_version += 1  # what the nominations held counts no more
+            self._nominations_gone = (event, held)
+        if not self._nominations_gone[1]:
+            return False
+        return bool(self.tree.quotas) or self._admissible(pod)
 
     def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A node added or grown: a tree's root hands down what the cluster has; a flat

@@ -396,6 +396,27 @@ class Placed:
     gone: float | None = None  # first seen gone (or being deleted)
 
 
+def _timeline(
+    placed: Placed,
+    pods: list[Placed],
+    domain: str,
+    labels: dict[str, dict[str, str]],
+    topology: str,
+) -> str:
+    """The pods counted in one domain, each with its binding and its end relative to
+    ``placed``'s binding: what a skew report is read against the scheduler's log with."""
+
+    def since(t: float | None) -> str:
+        return "-" if t is None else f"{t - placed.at:+.1f}s"
+
+    there = sorted(
+        f"{p.pod['metadata']['name']}@{p.node}[{since(p.at)},{since(p.gone)}]"
+        for p in pods
+        if labels[p.node][topology] == domain
+    )
+    return f"{domain}: {' '.join(there)}"
+
+
 @dataclass
 class Checker:
     """Judges snapshots in order; keeps the history some rules need."""
@@ -833,14 +854,18 @@ class Checker:
             if mine is None or not domains:
                 continue
             selector = c.get("labelSelector")
-            surely, possibly = (
-                Counter(
-                    self._node_labels[p.node][topology]
+            counted = {
+                sure: [
+                    p
                     for p in self._there(placed, surely=sure)
                     if p.node in eligible
                     and p.pod["metadata"]["namespace"] == namespace
                     and _selected(selector, p.pod)
-                )
+                ]
+                for sure in (True, False)
+            }
+            surely, possibly = (
+                Counter(self._node_labels[p.node][topology] for p in counted[sure])
                 for sure in (True, False)
             )
             # A pod of the kind that vanished unseen around then may have been in any
@@ -853,12 +878,16 @@ class Checker:
                 and after <= placed.at + SLACK
                 and before >= placed.at - SLACK
             )
-            least = min(possibly[d] for d in domains) + unseen
+            fewest = min(domains, key=lambda d: possibly[d])
+            least = possibly[fewest] + unseen
             skew = surely[mine] + int(_selected(selector, placed.pod)) - least
             if skew > int(c.get("maxSkew") or 1):
                 found.append(
                     f"pod {key(placed.pod)} bound to {placed.node} ({topology} {mine}): skew "
-                    f"{skew} > {c.get('maxSkew')} ({dict(surely)} there, fewest {least})"
+                    f"{skew} > {c.get('maxSkew')} ({dict(surely)} surely there, "
+                    f"{dict(possibly)} possibly, {unseen} vanished unseen; fewest {least}) "
+                    f"{_timeline(placed, counted[True], mine, self._node_labels, topology)} "
+                    f"{_timeline(placed, counted[False], fewest, self._node_labels, topology)}"
                 )
         return found
 

@@ -137,7 +137,9 @@ def test_do_not_schedule_spread_counts_the_domains_its_nodes_span() -> None:
     found += look(checker, T0 + 30, nodes, a1, b1, a2, a3)
     found += look(checker, T0 + 36, nodes, a1, b1, a2, a3)
     assert found == [
-        "pod free/a3 bound to n1 (zone a): skew 2 > 1 ({'a': 2, 'b': 1} there, fewest 1)"
+        "pod free/a3 bound to n1 (zone a): skew 2 > 1 ({'a': 2, 'b': 1} surely there, "
+        "{'a': 2, 'b': 1} possibly, 0 vanished unseen; fewest 1) "
+        "a: a1@n1[-30.0s,-] a2@n1[-10.0s,-] b: b1@n2[-20.0s,-]"
     ]
 
 
@@ -194,7 +196,8 @@ def test_pods_of_a_deleted_node_are_no_neighbours_and_its_domain_none() -> None:
     assert found == [
         "pod free/new bound to n2 beside free/here against free/new's anti-affinity (zone)",
         "pod free/new bound to n2 beside free/here against free/here's anti-affinity (zone)",
-        "pod free/new bound to n2 (zone a): skew 2 > 1 ({'a': 1} there, fewest 0)",
+        "pod free/new bound to n2 (zone a): skew 2 > 1 ({'a': 1} surely there, "
+        "{'a': 1} possibly, 0 vanished unseen; fewest 0) a: here@n1[-20.0s,-] c: ",
     ]
 
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.kube.write import NotFound
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.scheduler.assembly import Assembly, assemble
 from berth.scheduler.config import Profile
@@ -71,6 +72,8 @@ class RecordingWriter:
         return created
 
     async def mark_preempted(self, pod: PodInfo, message: str) -> None:
+        if pod.uid in self.gone:
+            raise NotFound(status=404, reason="Not Found")
         self.calls.append(("mark_preempted", pod.name))
 
     async def evict(self, pod: PodInfo) -> None:
@@ -813,6 +816,22 @@ async def test_a_preemptor_deleted_while_it_is_nominated_holds_nothing() -> None
     await loop.attempt()
     assert ("evict", "low") in loop.writer.calls
     assert loop.parts.view.nominated == {}
+
+
+async def test_a_victim_deleted_since_the_dry_run_still_counts_as_freed() -> None:
+    """One victim is deleted by someone else between the dry run and the eviction: its
+    status write meets 404. The other victim is evicted and the preemptor nominated, as
+    kube-scheduler does; the attempt does not fail."""
+    gone = pod("gone", "2", node_name="n1")
+    low = pod("low", "2", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), gone, low, preemptor)
+    loop.writer.gone.add("uid-default-gone")
+    await loop.attempt()
+    assert ("evict", "low") in loop.writer.calls
+    assert ("evict", "gone") not in loop.writer.calls
+    assert ("nominate", ("preemptor", "n1")) in loop.writer.calls
+    assert loop.parts.view.nominated["uid-default-preemptor"][0] == "n1"
 
 
 def test_a_pod_leaving_its_node_wakes_the_check_of_waiting_reservations() -> None:

@@ -30,6 +30,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.meta import LabelSelector
+from berth.kube.write import NotFound
 from berth.scheduler.framework import (
     CycleState,
     Diagnosis,
@@ -287,6 +288,20 @@ class Evaluator:
 
     # -- acting ----------------------------------------------------------------------
 
+    async def _evict(self, victim: PodInfo, preempted_message: str) -> None:
+        """The DisruptionTarget condition, then an eviction, or a deletion when a
+        disruption budget refuses it (429), as kube-scheduler does; NotFound if the
+        victim is gone meanwhile."""
+        writer = self.handle.writer
+        assert writer is not None
+        await writer.mark_preempted(victim, f"{self.handle.profile}: {preempted_message}")
+        try:
+            await writer.evict(victim)
+        except ApiException as err:
+            if err.status != 429:
+                raise
+            await writer.delete(victim)
+
     async def _prepare(
         self, pod: PodInfo, best: Candidate, preempted_message: str, policy: VictimPolicy
     ) -> None:
@@ -297,16 +312,13 @@ class Evaluator:
             if victim.deleting:
                 policy.evicted(victim)
                 continue  # already on its way out
-            await writer.mark_preempted(victim, f"{self.handle.profile}: {preempted_message}")
             try:
-                await writer.evict(victim)
-            except ApiException as err:
-                if err.status == 404:
-                    policy.evicted(victim)
-                    continue
-                if err.status != 429:
-                    raise
-                await writer.delete(victim)
+                await self._evict(victim, preempted_message)
+            except NotFound:
+                # Deleted since the dry run (kube-scheduler skips such a victim too): what
+                # it held is freed all the same.
+                policy.evicted(victim)
+                continue
             policy.evicted(victim)
             writer.event(
                 victim.raw,

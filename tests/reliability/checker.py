@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -65,6 +65,8 @@ SLACK = 5.0
 PLACEABLE_WITHIN = 30.0
 RECLAIM_WITHIN = 45.0
 TRANSITION_WITHIN = 30.0
+# How late an eviction's event may come (the scheduler's event queue) and still be judged.
+EVICTION_EVENT_WITHIN = 600.0
 
 Amounts = dict[str, Decimal]
 Obj = dict[str, Any]
@@ -439,6 +441,14 @@ class Checker:
     # Pods no look listed, deleted since the look before last (from the watch), by
     # namespace: each may have been counted by the scheduler (assumed, or bound) meanwhile.
     _unlisted_gone: list[dict[str, dict[str, Amounts]]] = field(default_factory=list)
+    # Each look's quota pods as a scheduler may have counted them (those two looks in a row
+    # saw, pending then gone, deleted unlisted), kept for ``EVICTION_EVENT_WITHIN``: an
+    # eviction's event may come long after it (the scheduler sends events from a queue),
+    # and it is judged by the looks around the eviction itself.
+    _quota_looks: deque[tuple[float, dict[str, dict[str, Amounts]]]] = field(default_factory=deque)
+    # Each pod's leaving (being deleted, or gone): the look before it and the look that saw it.
+    _left: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _event_seen: dict[str, float] = field(default_factory=dict)  # Preempted events, first seen
     _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
     _placeable_since: dict[str, float] = field(default_factory=dict)
     _reclaimable_since: dict[str, float] = field(default_factory=dict)
@@ -915,6 +925,16 @@ class Checker:
             if pod["metadata"]["uid"] not in self._pods:
                 unlisted[pod["metadata"]["namespace"]][pod["metadata"]["uid"]] = demand(pod["spec"])
         self._unlisted_gone = [*self._unlisted_gone[-1:], unlisted]
+        may_count: dict[str, dict[str, Amounts]] = defaultdict(dict)
+        for namespace, pods in (*self._pending_before.items(), *unlisted.items()):
+            may_count[namespace].update(
+                (uid, amounts_) for uid, amounts_ in pods.items() if uid not in self._present
+            )
+        for namespace, pods in counted.items():
+            may_count[namespace].update(pods)
+        self._quota_looks.append((snap.taken_at, may_count))
+        while self._quota_looks and self._quota_looks[0][0] < snap.taken_at - EVICTION_EVENT_WITHIN:
+            self._quota_looks.popleft()
         return {
             namespace
             for namespace, quota in snap.governing().items()
@@ -924,6 +944,13 @@ class Checker:
     def _remember_pods(
         self, snap: Snapshot, over_min: set[str], reservations: dict[str, Obj]
     ) -> None:
+        before = self._quota_looks[-2][0] if len(self._quota_looks) > 1 else snap.taken_at
+        leaving = [
+            p["metadata"]["uid"] for p in snap.pods if p["metadata"].get("deletionTimestamp")
+        ]
+        leaving += [uid for uid in self._pods if uid not in self._present]
+        for uid in leaving:
+            self._left.setdefault(uid, (before, snap.taken_at))
         for pod in snap.pods:
             name = allocated_from(pod)
             holding = (
@@ -939,15 +966,23 @@ class Checker:
     def _evictions(
         self, snap: Snapshot, over_min: set[str], reservations: dict[str, Obj]
     ) -> list[str]:
-        """Judge each eviction once. The victim's quota counts as over its min if it was
-        at the victim's last sighting or is in the first snapshot after the eviction:
-        bindings the scheduler had in flight at its decision land in between."""
+        """Judge each eviction once, by the looks around the eviction (not around its
+        event, which may come much later). The victim's quota counts as over its min if it
+        was at the victim's last sighting, or counting every pod of the quota the looks
+        from the one before the victim left to ``SLACK`` after saw: bindings the scheduler
+        had in flight at its decision land in that time."""
         found = []
         governing = snap.governing()
         for event in snap.preempted:
             uid = event["metadata"]["uid"]
             if uid in self._judged_events:
                 continue
+            victim_uid = (event.get("involvedObject") or {}).get("uid", "")
+            first_seen = self._event_seen.setdefault(uid, snap.taken_at)
+            left = self._left.get(victim_uid)
+            due = first_seen + 2 * SLACK if left is None else left[1] + SLACK
+            if snap.taken_at < due:
+                continue  # its window is not over yet
             self._judged_events.add(uid)
             message = event.get("message") or ""
             words = message.split()
@@ -955,7 +990,7 @@ class Checker:
             preemptor_uid = (
                 words[3] if len(words) > 3 and words[:3] == ["Preempted", "by", "pod"] else ""
             )
-            victim = self._pods.get((event.get("involvedObject") or {}).get("uid", ""))
+            victim = self._pods.get(victim_uid)
             preemptor = self._pods.get(preemptor_uid)
             if victim is None or preemptor is None:
                 self.counts["evictions unjudged"] += 1
@@ -965,29 +1000,21 @@ class Checker:
             quota = governing.get(namespace)
             detail = ""
             if quota is not None and not victim.quota_over_min:
-                # The decision fell between the last look and this one: every pod of the
-                # quota either look saw counted (bindings then in flight land in between,
-                # pods deleted meanwhile were there before), a pod pending at the look
-                # before and gone now (it may have been bound in between and deleted), one
-                # no look listed that the watch saw deleted meanwhile, and the victim.
-                vanished = {
-                    uid: amounts_
-                    for uid, amounts_ in self._pending_before.get(namespace, {}).items()
-                    if uid not in self._present
-                }
-                for gone in self._unlisted_gone:
-                    vanished.update(gone.get(namespace, {}))
-                pods = {
-                    **vanished,
-                    **self._counted_before.get(namespace, {}),
-                    **self._counted.get(namespace, {}),
-                    victim.pod["metadata"]["uid"]: demand(victim.pod["spec"]),
-                }
+                # Every pod of the quota a look of the window counted (bindings then in
+                # flight land in it, pods deleted meanwhile were there before), a pod
+                # pending at one look and gone at the next (it may have been bound in
+                # between and deleted), one no look listed that the watch saw deleted
+                # meanwhile, and the victim. Without a seen leaving: the last two looks.
+                start, end = left or (-math.inf, math.inf)
+                window = [looked for at, looked in self._quota_looks if start <= at <= end + SLACK]
+                pods = {victim_uid: demand(victim.pod["spec"])}
+                for looked in window if left else list(self._quota_looks)[-2:]:
+                    pods.update(looked.get(namespace, {}))
                 then: Amounts = {}
                 for amounts_ in pods.values():
                     _add(then, amounts_)
                 least = amounts((quota.get("spec") or {}).get("min"))
-                if namespace in over_min or _over(then, least):
+                if _over(then, least):
                     victim = Sighting(victim.pod, True, victim.in_live_reservation)
                 detail = (
                     " (its pods either look saw: "

@@ -206,7 +206,12 @@ def _components(
         health.add_liveness("operator workers", liveness(options.stall_seconds))
     scheduler = None
     if options.scheduler:
-        from berth.scheduler.decisions.http import PATH, pod_decision_handler
+        from berth.scheduler.decisions.http import (
+            NODE_PATH,
+            PATH,
+            node_view_handler,
+            pod_decision_handler,
+        )
         from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
         from berth.scheduler.service import Scheduler
 
@@ -222,6 +227,7 @@ def _components(
         decisions = scheduler.schedule_one.decisions
         metrics.watch(scheduler.view, decisions, lambda: [n.pending_ledger() for n in numa])
         health.add_get(PATH, pod_decision_handler(decisions, lambda: scheduler.synced))
+        health.add_get(NODE_PATH, node_view_handler(scheduler.view, lambda: scheduler.synced))
         health.add_liveness(
             "scheduling loop",
             Progress(

@@ -90,12 +90,15 @@ class Outcome:
 KIND_OF = re.compile(r"\S+/\S+|\S*-(?:n|r|p)\d+\S*|\d+(?:\.\d+)?\S*")
 PENDING_POD = re.compile(r"^pod ([^/ ]+)/(\S+) Pending")
 AT_REST = re.compile(r"^at rest, Pending though placeable: pod ([^/ ]+)/([^\s(]+)")
+TAKER = re.compile(r"\((\S+) has ")  # the node a report says would take the pod
 
 
 async def berth_record(berth: BerthRun, line: str) -> str:
     """For a report of a pod left Pending, what Berth's decision record says of it (its
     debug endpoint on the health port): the message, the nodes' verdicts and the quota
-    arithmetic. Empty when the line is about something else or Berth cannot answer."""
+    arithmetic; and, when the report names a node that would take the pod, what Berth's
+    view counts on that node. Empty when the line is about something else or Berth cannot
+    answer."""
     match = PENDING_POD.match(line) or AT_REST.match(line)
     if match is None:
         return ""
@@ -103,19 +106,45 @@ async def berth_record(berth: BerthRun, line: str) -> str:
     if not ports:
         return ""
     namespace, name = match.groups()
-    url = f"http://127.0.0.1:{ports[-1]}/debug/pods/{namespace}/{name}"
+    base = f"http://127.0.0.1:{ports[-1]}/debug"
+    record = await _debug(f"{base}/pods/{namespace}/{name}")
+    if record is None:
+        return ""
+    quota = (record.get("details") or {}).get("CapacityScheduling")
+    said = f"{namespace}/{name} at {record.get('time')}: {record.get('message') or record}" + (
+        f"; quota {json.dumps(quota, sort_keys=True)}" if quota else ""
+    )
+    taker = TAKER.search(line)
+    node = await _debug(f"{base}/nodes/{taker.group(1)}") if taker else None
+    if node is not None and "error" not in node:
+        pods = ", ".join(
+            p["pod"].split("/")[-1]
+            + f" {p['requests'].get('cpu', 0)}m"
+            + "".join(f" {k}" for k in ("assumed", "deleting", "reservation") if p.get(k))
+            for p in node.get("pods", ())
+        )
+        nominated = ", ".join(
+            f"{p['pod'].split('/')[-1]} {p['requests'].get('cpu', 0)}m"
+            for p in node.get("nominated", ())
+        )
+        said += (
+            f"; berth's view of {node['name']}: cpu {node['requested'].get('cpu')}m of "
+            f"{node['allocatable'].get('cpu')}m, unschedulable {node['unschedulable']}, "
+            f"pods [{pods}], nominated [{nominated}]"
+        )
+    return said
+
+
+async def _debug(url: str) -> dict[str, Any] | None:
     try:
         async with (
             aiohttp.ClientSession() as session,
             session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as answer,
         ):
-            record = await answer.json()
+            found: dict[str, Any] = await answer.json()
     except (aiohttp.ClientError, TimeoutError, ValueError):
-        return ""
-    quota = (record.get("details") or {}).get("CapacityScheduling")
-    return f"{namespace}/{name} at {record.get('time')}: {record.get('message') or record}" + (
-        f"; quota {json.dumps(quota, sort_keys=True)}" if quota else ""
-    )
+        return None
+    return found
 
 
 def short(namespace: str) -> str:

@@ -4,6 +4,7 @@ pod, and a ledger that holds pending pods only, bounded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,11 +13,18 @@ import aiohttp
 import pytest
 
 from berth.health import HealthServer
-from berth.scheduler.decisions.http import PATH, pod_decision_handler
+from berth.scheduler.decisions.http import (
+    NODE_PATH,
+    PATH,
+    Handler,
+    node_view_handler,
+    pod_decision_handler,
+)
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import Decision, of_attempt
 from berth.scheduler.framework import PostFilterResult
 from berth.scheduler.messages import fit_message
+from berth.scheduler.podinfo import PodInfo
 from tests.unit import test_loadaware as load
 from tests.unit import test_numa as numa
 from tests.unit.plugins import test_reservation as rsv
@@ -203,17 +211,24 @@ def test_binding_or_deleting_a_pod_drops_its_record_and_a_namesake_does_not() ->
     assert ledger.by_plugin() == {("NodeResourcesFit", "berth-scheduler"): 1}
 
 
+@contextlib.asynccontextmanager
+async def serving(path: str, handler: Handler) -> AsyncIterator[str]:
+    """One debug route on a health server of its own; yields the server's base URL."""
+    server = HealthServer("127.0.0.1", 0)
+    server.add_get(path, handler)
+    await server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        await server.stop()
+
+
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[str, DecisionLedger, list[bool]]]:
     ledger = DecisionLedger()
     leading = [False]
-    server = HealthServer("127.0.0.1", 0)
-    server.add_get(PATH, pod_decision_handler(ledger, lambda: leading[0]))
-    await server.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}", ledger, leading
-    finally:
-        await server.stop()
+    async with serving(PATH, pod_decision_handler(ledger, lambda: leading[0])) as base:
+        yield base, ledger, leading
 
 
 async def test_the_route_serves_records_as_json_and_a_standby_answers_503(
@@ -234,3 +249,40 @@ async def test_the_route_serves_records_as_json_and_a_standby_answers_503(
     assert body["name"] == "a"
     assert body["rejections"][0]["reason"] == "Insufficient cpu"
     assert body["rejections"][0]["examples"] == ["n1"]
+
+
+async def test_the_node_route_shows_what_the_view_counts_there() -> None:
+    """A node that looks free from outside while the scheduler refuses it: the route
+    lists every pod the view counts on it (an assumed one, whose binding the watch has not
+    shown yet, marked) and the pods nominated to it, beside allocatable and requested."""
+    env = make_env(
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        pod("bound", "1", node_name="n1"),
+        pod("leaving", "1", node_name="n1", deleting=True),
+        pod("preemptor", "2", priority=100, nominated="n1"),
+    )
+    env.view.assume(PodInfo.from_pod(pod("assumed", "1")), "n1")
+    leading = [False]
+    async with (
+        serving(NODE_PATH, node_view_handler(env.view, lambda: leading[0])) as base,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.get(f"{base}/debug/nodes/n1") as response:
+            assert response.status == 503
+        leading[0] = True
+        async with http.get(f"{base}/debug/nodes/gone") as response:
+            assert response.status == 404
+        async with http.get(f"{base}/debug/nodes/n1") as response:
+            assert response.status == 200
+            body = await response.json()
+    assert body["requested"]["cpu"] == 3000
+    assert body["allocatable"]["cpu"] == 4000
+    assert body["pods"] == [
+        {"pod": "default/assumed", "requests": {"cpu": 1000}, "assumed": True},
+        {"pod": "default/bound", "requests": {"cpu": 1000}},
+        {"pod": "default/leaving", "requests": {"cpu": 1000}, "deleting": True},
+    ]
+    assert body["nominated"] == [
+        {"pod": "default/preemptor", "priority": 100, "requests": {"cpu": 2000}}
+    ]

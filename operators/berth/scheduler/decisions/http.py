@@ -1,4 +1,5 @@
-"""``/debug/pods/{namespace}/{name}``: a pod's decision record as JSON, read-only."""
+"""``/debug/pods/{namespace}/{name}``: a pod's decision record as JSON, read-only;
+``/debug/nodes/{name}``: what the scheduler's view counts on a node."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from berth.scheduler.decisions.ledger import DecisionLedger
+from berth.scheduler.decisions.nodereport import node_report
+from berth.scheduler.view import ClusterView
 
 PATH = "/debug/pods/{namespace}/{name}"
+NODE_PATH = "/debug/nodes/{name}"
+NOT_LEADING = "this replica is not scheduling (standby, or not synced yet)"
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
@@ -21,15 +26,27 @@ def pod_decision_handler(ledger: DecisionLedger, leading: Callable[[], bool]) ->
         namespace = request.match_info["namespace"]
         name = request.match_info["name"]
         if not leading():
-            return web.json_response(
-                {"error": "this replica is not scheduling (standby, or not synced yet)"},
-                status=503,
-            )
+            return web.json_response({"error": NOT_LEADING}, status=503)
         decision = ledger.get(namespace, name)
         if decision is None:
             return web.json_response(
                 {"error": f"no decision recorded for pod {namespace}/{name}"}, status=404
             )
         return web.json_response(decision.to_json())
+
+    return handle
+
+
+def node_view_handler(view: ClusterView, leading: Callable[[], bool]) -> Handler:
+    """The node route's handler; 503 on a replica that is not scheduling, as above."""
+
+    async def handle(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if not leading():
+            return web.json_response({"error": NOT_LEADING}, status=503)
+        report = node_report(view, name)
+        if report is None:
+            return web.json_response({"error": f"no node {name} in the view"}, status=404)
+        return web.json_response(report)
 
     return handle

@@ -228,14 +228,22 @@ class ReservationBook:
 
     def allocate(self, held: Held, pod: PodInfo) -> None:
         """Reserve: the pod takes its share of the reservation now."""
+        current = self.held.get(held.uid)
+        if current is None:
+            return  # ended since the filter credited it: PreBind's write is refused
         self.assumed.setdefault(held.uid, {})[pod.uid] = pod.requests
-        held.owners[pod.uid] = pod.requests
-        self._recount(held)
+        current.owners[pod.uid] = pod.requests
+        self._recount(current)
 
     def unallocate(self, held: Held, pod: PodInfo) -> None:
+        """Unreserve. ``held`` is the version the cycle credited; the book may hold a newer
+        one by now, or none (the reservation ended meanwhile, which is often why the
+        binding failed): counting the cycle's version again would hold the capacity of a
+        reservation that no longer exists, for good."""
         self.assumed.get(held.uid, {}).pop(pod.uid, None)
-        if held.owners.pop(pod.uid, None) is not None:
-            self._recount(held)
+        current = self.held.get(held.uid)
+        if current is not None and current.owners.pop(pod.uid, None) is not None:
+            self._recount(current)
 
     # -- counting on the node --------------------------------------------------------------
 

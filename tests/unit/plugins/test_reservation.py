@@ -165,6 +165,27 @@ def test_owners_shrink_the_reservation_and_allocate_once_ends_it() -> None:
     assert place(once, web("w2", "1"))[1] is None  # no longer offered
 
 
+def test_a_reservation_ended_during_its_owners_binding_holds_nothing_after_unreserve() -> None:
+    """An owner is reserved into ``r``; before its binding completes the operator writes
+    ``r`` Failed (its ttl) and the watch releases it; then the allocation's write meets a
+    conflict and the binding fails. Unreserve must not count the cycle's version of ``r``
+    back on the node: nothing would ever release it again."""
+    made = env(reservation("r", "3"), pod("other", "1", node_name="n1"))
+    state = CycleState()
+    owner = info(web("w", "1"))
+    placement = made.cycle.schedule(state, owner)
+    assert placement.node == "n1"
+    made.view.assume(owner, "n1")
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    plugin.reserve(state, owner, "n1")
+    assert requested_cpu(made, "n1") == 4000  # other, w, and what r still holds
+    made.add(reservation("r", "3", phase="Failed"))
+    plugin.unreserve(state, owner, "n1")
+    made.view.forget(owner)
+    assert "rsv-r" not in made.book.held
+    assert requested_cpu(made, "n1") == 1000  # other alone: w was never bound here
+
+
 def test_restricted_owner_must_fit_in_the_reservation() -> None:
     made = env(reservation("r", "2", policy="Restricted"))
     assert place(made, web("small", "1")) == ("n1", "r")

@@ -90,6 +90,7 @@ class Outcome:
 KIND_OF = re.compile(r"\S+/\S+|\S*-(?:n|r|p)\d+\S*|\d+(?:\.\d+)?\S*")
 PENDING_POD = re.compile(r"^pod ([^/ ]+)/(\S+) Pending")
 AT_REST = re.compile(r"^at rest, Pending though placeable: pod ([^/ ]+)/([^\s(]+)")
+RECORDS_DURING_LOAD = 20  # reports during the load given Berth's record and node view
 TAKER = re.compile(r"\((\S+) has ")  # the node a report says would take the pod
 
 
@@ -221,7 +222,9 @@ async def churned(
         while not stop.is_set():
             found = outcome.checker.check(await outcome.look(api, namespaces))
             outcome.found.extend(found)
-            for line in found:
+            # The first few explain a run; each asks Berth twice and reads its log, which
+            # hundreds of reports a second would turn into load of their own.
+            for line in found[: max(0, RECORDS_DURING_LOAD - len(outcome.berth_said))]:
                 if said := await berth_record(berth, line):
                     outcome.berth_said.append(said)
             if until is not None and until(outcome.found):

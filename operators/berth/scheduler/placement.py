@@ -208,8 +208,7 @@ class ReservationPlacement:
         if written is None:
             self.book.release(pod.uid)
             return False
-        if pod.uid in self.book.held:  # as stored: the version later writes are made over
-            self.book.on_reservation("MODIFIED", written)
+        self.book.on_written(written)  # as stored: the version later writes are made over
         message = f"Reservation {pod.name} placed on node {node}"
         self.writer.event(obj, KIND, "Scheduled", message, api_version=API_VERSION)
         logger.info(
@@ -279,7 +278,7 @@ class ReservationPlacement:
         }
         obj = await self._write(held.raw, status, still=not_ended)
         if obj is not None:
-            self.book.on_reservation("MODIFIED", obj)
+            self.book.on_written(obj)
             self.writer.event(
                 held.raw,
                 KIND,

@@ -149,6 +149,20 @@ class ReservationBook:
             return
         self.hold(obj, reservation, status.node_name)
 
+    def on_written(self, obj: dict[str, Any]) -> None:
+        """A version this scheduler wrote, as the API server stored it: taken unless the
+        watch released the reservation meanwhile (ended, deleted) or brought a newer
+        version. Taken then, it would hold capacity no later event releases."""
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        held = self.held.get(uid)
+        if held is None:
+            return
+        ours = (obj.get("metadata") or {}).get("resourceVersion") or ""
+        seen = (held.raw.get("metadata") or {}).get("resourceVersion") or ""
+        if ours.isdigit() and seen.isdigit() and int(seen) > int(ours):
+            return
+        self.on_reservation("MODIFIED", obj)
+
     def hold(self, obj: dict[str, Any], reservation: Reservation, node: str) -> Held:
         """Count the reservation on its node (again, if it changed)."""
         uid = reservation.metadata.uid or ""

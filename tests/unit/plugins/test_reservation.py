@@ -186,6 +186,26 @@ def test_a_reservation_ended_during_its_owners_binding_holds_nothing_after_unres
     assert requested_cpu(made, "n1") == 1000  # other alone: w was never bound here
 
 
+def test_a_version_written_here_never_brings_back_an_ended_or_newer_reservation() -> None:
+    """The scheduler applies what its own status write stored once the write returns; by
+    then the watch may have shown the reservation ended, or a newer version of it."""
+    made = env()
+    written = reservation("r", "3")
+    written["metadata"]["resourceVersion"] = "10"
+    ended = reservation("r", "3", phase="Failed")
+    ended["metadata"]["resourceVersion"] = "11"
+    made.add(written, ended)
+    made.book.on_written(written)
+    assert "rsv-r" not in made.book.held
+    assert requested_cpu(made, "n1") == 0
+    newer = reservation("r", "2")
+    newer["metadata"]["resourceVersion"] = "12"
+    made.add(newer)
+    made.book.on_written(written)
+    assert made.book.held["rsv-r"].allocatable == {"cpu": 2000}
+    assert requested_cpu(made, "n1") == 2000
+
+
 def test_restricted_owner_must_fit_in_the_reservation() -> None:
     made = env(reservation("r", "2", policy="Restricted"))
     assert place(made, web("small", "1")) == ("n1", "r")

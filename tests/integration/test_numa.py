@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -260,7 +262,12 @@ async def test_a_label_or_annotation_on_a_stale_report_keeps_pending(
             await eventually(lambda before=before: _more_failures(pods, "p1", before), within=90)
             assert not await pods.node_of("p1")
 
-        # The updater's report that includes p0 (zone 0 down to 1 cpu): p1 fits.
+        # The updater's report that includes p0 (zone 0 down to 1 cpu): p1 fits. A
+        # report's time is its write's whole second (managedFields): one written in the
+        # second p0 was placed in reads as older than p0, so the updater writes after it.
+        p0 = next(p.uid for p in scheduler.view.pods.values() if p.name == "p0")
+        placed = scheduler.view.placed_at[p0]
+        await asyncio.sleep(max(0.0, math.floor(placed) + 1 - time.time()))
         await numa.report(["1", "4", "4"])
         try:
             await pods.wait_bound("p1", within=90)

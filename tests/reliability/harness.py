@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ class Outcome:
     # reader of a report (the checker never reads it).
     berth_said: list[str] = field(default_factory=list)
     departures: Departures | None = None  # of the quota namespaces, while the churn runs
+    # Berth's own figures at the end of the load (its metrics), for the reader of a report.
+    berth_figures: str = ""
 
     async def look(self, api: ApiClient, namespaces: list[str]) -> Snapshot:
         """A snapshot, with the pods deleted since the look before."""
@@ -82,6 +85,8 @@ class Outcome:
         said = self.berth_said if len(self.berth_said) <= 10 else [
             *self.berth_said[:7], *self.berth_said[-3:]]  # fmt: skip
         lines += [f"  berth's record: {line}" for line in said]
+        if self.berth_figures:
+            lines.append(f"  berth's figures at the end of the load: {self.berth_figures}")
         sys.stderr.write("\n" + "\n".join(lines) + "\n")
         return "\n".join(lines)
 
@@ -115,7 +120,14 @@ async def berth_record(berth: BerthRun, line: str) -> str:
     said = f"{namespace}/{name} at {record.get('time')}: {record.get('message') or record}" + (
         f"; quota {json.dumps(quota, sort_keys=True)}" if quota else ""
     )
+    said = f"reported {datetime.now(UTC):%H:%M:%S}: {said}"
     taker = TAKER.search(line)
+    if taker:
+        said += "".join(
+            f"; {taker.group(1)} among its {r.get('plugin')} examples ({r.get('reason')})"
+            for r in record.get("rejections") or ()
+            if taker.group(1) in (r.get("examples") or ())
+        )
     node = await _debug(f"{base}/nodes/{taker.group(1)}") if taker else None
     if node is not None and "error" not in node:
         pods = ", ".join(
@@ -134,6 +146,42 @@ async def berth_record(berth: BerthRun, line: str) -> str:
             f"pods [{pods}], nominated [{nominated}]"
         )
     return said
+
+
+FIGURE = re.compile(
+    r'^(scheduler_schedule_attempts_total\{[^}]*result="(\w+)"[^}]*\}|'
+    r'berth_scheduler_watch_delay_seconds_bucket\{kind="pods",le="([^"]+)"\}) (\S+)$',
+    re.M,
+)
+
+
+async def berth_figures(berth: BerthRun) -> str:
+    """Berth's attempts by result, and how late its pod watch ran (the share of pod
+    events handled within each bound), from its metrics; empty if it cannot answer."""
+    ports = re.findall(r'"port": (\d+), "event": "health server listening"', berth.log.read_text())
+    if not ports:
+        return ""
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"http://127.0.0.1:{ports[-1]}/metrics", timeout=aiohttp.ClientTimeout(total=5)
+            ) as answer,
+        ):
+            text = await answer.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return ""
+    attempts: Counter[str] = Counter()
+    buckets: list[tuple[str, float]] = []
+    for match in FIGURE.finditer(text):
+        result, bound, value = match.group(2), match.group(3), float(match.group(4))
+        if result:
+            attempts[result] += int(value)
+        else:
+            buckets.append((bound, value))
+    total = buckets[-1][1] if buckets else 0.0
+    within = ", ".join(f"{b} s {v / total:.1%}" for b, v in buckets if total and b != "+Inf")
+    return f"attempts {dict(attempts)}; pod events {total:.0f}, handled within {within}"
 
 
 async def _debug(url: str) -> dict[str, Any] | None:
@@ -254,6 +302,7 @@ async def churned(
     outcome.checker.liveness = not crash
     try:
         await churn.run(scale.seconds, scale.per_second, stop)
+        outcome.berth_figures = await berth_figures(berth)
         if killing is not None:
             await killing
             outcome.checker.liveness = True

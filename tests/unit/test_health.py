@@ -13,7 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from berth.health import DEFAULT_HOST, DEFAULT_PORT, HealthServer
+from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.metrics import SchedulerMetrics
+from berth.scheduler.view import ClusterView
 
 PROFILE = "default-scheduler"
 
@@ -236,6 +238,23 @@ def test_instances_have_registries_of_their_own() -> None:
     second.set_pending("active", 9)
     assert first.registry.get_sample_value("scheduler_pending_pods", {"queue": "active"}) == 1
     assert second.registry.get_sample_value("scheduler_pending_pods", {"queue": "active"}) == 9
+
+
+def test_watch_delay_is_berths_own_and_counted_by_kind_once_watching() -> None:
+    metrics = SchedulerMetrics()
+    metrics.observe_watch_delay("Pod", 3.0)  # before watch(): not a metric yet, dropped
+    metrics.watch(ClusterView(), DecisionLedger())
+    metrics.observe_watch_delay("Pod", 0.2)
+    metrics.observe_watch_delay("Pod", 3.0)
+    metrics.observe_watch_delay("Node", 40.0)
+
+    def bucket(kind: str, le: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "berth_scheduler_watch_delay_seconds_bucket", {"kind": kind, "le": le}
+        )
+
+    assert (bucket("Pod", "0.5"), bucket("Pod", "2.0"), bucket("Pod", "4.0")) == (1, 1, 2)
+    assert (bucket("Node", "32.0"), bucket("Node", "64.0")) == (0, 1)
 
 
 def test_unknown_result_or_queue_is_refused() -> None:

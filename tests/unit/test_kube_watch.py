@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 import pytest
 
+from berth.api.base import format_time
 from berth.kube.watch import LIST_PAGE, Informer
 
 
@@ -248,3 +250,36 @@ async def test_a_kind_not_served_settles_without_syncing() -> None:
     assert not informer.synced.is_set()
     stop.set()
     await asyncio.wait_for(task, 30)
+
+
+def stamped(name: str, version: str, **times: float) -> dict[str, Any]:
+    """A pod with ``creationTimestamp`` or ``deletionTimestamp`` that many seconds ago."""
+    obj = pod(name, version)
+    for key, ago in times.items():
+        obj["metadata"][key] = format_time(datetime.now(UTC) - timedelta(seconds=ago))
+    return obj
+
+
+async def test_the_delay_is_told_for_objects_created_or_deleted_while_watched() -> None:
+    """Listed objects and updates say nothing of the watch's delay; an ADDED counts from
+    the object's creation, a DELETED from its deletionTimestamp (none without one)."""
+    stop = asyncio.Event()
+    server = Server(
+        stop,
+        [listing("10", stamped("old", "5", creationTimestamp=100))],
+        [
+            stream(
+                ("ADDED", stamped("a", "11", creationTimestamp=5)),
+                ("MODIFIED", stamped("a", "12", creationTimestamp=9)),
+                ("DELETED", stamped("a", "13", deletionTimestamp=2)),
+                ("DELETED", pod("b", "14")),
+            )
+        ],
+    )
+    delays: list[float] = []
+    informer = Informer("pods", server, lambda _kind, _obj: None)
+    informer.on_delay = delays.append
+    await asyncio.wait_for(informer.run(stop), 10)
+    assert len(delays) == 2
+    assert 5 <= delays[0] < 7  # whole-second timestamps: up to a second high
+    assert 2 <= delays[1] < 4

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
+from berth.api.base import epoch_seconds
 from berth.kube.client import checked
 
 logger = log.get(__name__)
@@ -31,6 +33,9 @@ logger = log.get(__name__)
 # bound to its positional arguments; called with keyword arguments only.
 ListCall = Callable[..., Awaitable[Any]]
 Handler = Callable[[str, dict[str, Any]], None]
+# Told, for each object created or deleted while watched, how many seconds passed between
+# its creation (or deletion) and its event being handled.
+DelayObserver = Callable[[float], None]
 
 WATCH_TIMEOUT_SECONDS = 300
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -90,6 +95,7 @@ class Informer:
         self.settled = asyncio.Event()
         self.stats = WatchStats()
         self.resource_version = ""
+        self.on_delay: DelayObserver | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         failures = 0
@@ -196,7 +202,24 @@ class Informer:
                     continue
                 if self.drop_managed_fields:
                     _drop_managed_fields(obj)
+                if self.on_delay is not None:
+                    self._observe_delay(str(kind), obj, self.on_delay)
                 self._dispatch(str(kind), obj)
+
+    @staticmethod
+    def _observe_delay(kind: str, obj: dict[str, Any], observe: DelayObserver) -> None:
+        """How far behind the API server this watch runs, from the times the server
+        wrote: an object's creation for ADDED, its ``deletionTimestamp`` for DELETED (the
+        request plus the grace period). Both are whole seconds: up to a second high."""
+        meta = obj.get("metadata") or {}
+        if kind == "ADDED":
+            stamp = epoch_seconds(meta.get("creationTimestamp"))
+        elif kind == "DELETED":
+            stamp = epoch_seconds(meta.get("deletionTimestamp"))
+        else:
+            return
+        if stamp is not None:
+            observe(max(0.0, time.time() - stamp))
 
     def _dispatch(self, kind: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)

@@ -41,6 +41,8 @@ ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
 # 1 to 64 victims; more than 64 is rare enough for the +Inf bucket.
 VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
+# Half a second to 128 s: a view seconds behind wastes attempts on room already taken.
+WATCH_DELAY_BUCKETS = exponential_buckets(0.5, 2, 9)
 
 
 def attempts_label(attempts: int) -> str:
@@ -97,6 +99,7 @@ class SchedulerMetrics:
         )
         # Berth's own, registered by ``watch`` with the feature metrics.
         self.periodic_retries: Counter | None = None
+        self.watch_delay: Histogram | None = None
         self.pod_scheduling_sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "Seconds from a pod entering the scheduling queue to its being scheduled, "
@@ -141,6 +144,11 @@ class SchedulerMetrics:
         if self.periodic_retries is not None:
             self.periodic_retries.labels(plugin=plugin).inc(pods)
 
+    def observe_watch_delay(self, kind: str, seconds: float) -> None:
+        """Record how late one watch event of ``kind`` was handled."""
+        if self.watch_delay is not None:
+            self.watch_delay.labels(kind=kind).observe(seconds)
+
     def observe_scheduled(self, attempts: int, seconds: float) -> None:
         """Record a pod's time from entering the queue to being scheduled."""
         self.pod_scheduling_sli_duration.labels(attempts=attempts_label(attempts)).observe(seconds)
@@ -158,6 +166,16 @@ class SchedulerMetrics:
             "Unschedulable pods a plugin's periodic check sent back to be tried (Berth's: "
             "CapacityScheduling's over-runtime check retries pods that may reclaim).",
             ["plugin"],
+            registry=self.registry,
+        )
+        self.watch_delay = Histogram(
+            "berth_scheduler_watch_delay_seconds",
+            "Seconds from an object's creation (or deletion) on the API server to the "
+            "scheduler handling its watch event, by kind: how far the scheduler's view runs "
+            "behind. From the server's whole-second timestamps (up to a second high) and "
+            "this machine's clock.",
+            ["kind"],
+            buckets=WATCH_DELAY_BUCKETS,
             registry=self.registry,
         )
 

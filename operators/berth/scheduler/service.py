@@ -113,6 +113,9 @@ class Scheduler:
             )
             for kind in KINDS
         ]
+        if metrics is not None:
+            for informer in (*self.informers, *self.custom_informers):
+                informer.on_delay = functools.partial(metrics.observe_watch_delay, informer.kind)
         self.heartbeat = Heartbeat()
 
     def _owner_informers(self, api: ApiClient) -> list[Informer]:

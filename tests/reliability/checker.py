@@ -25,9 +25,13 @@ Safety, every snapshot:
   in a live reservation's capacity for a pod that is not that reservation's owner.
 
 Liveness, every snapshot:
-- a Pending pod that some node surely takes now (free capacity counted pessimistically:
-  every held reservation in full, every nominated pod's request, terminating pods still
-  there; quota max and the sum of mins included) is bound within ``PLACEABLE_WITHIN``;
+- a Pending pod that one node has surely had room for at every look over
+  ``PLACEABLE_WITHIN`` (free capacity counted pessimistically: every held reservation in
+  full, every nominated pod's request, terminating pods still there; quota max and the
+  sum of mins included) is bound by then. The same node throughout: room that appears
+  as a pod leaves and is taken by another pod before the next look (a pod of higher
+  priority, or one tried first) proves nothing about this one, and under a load that
+  keeps every node full such room is all there is;
 - a Pending pod whose quota is within its min, and that some node takes once other
   quotas' borrowed capacity is reclaimed, is bound within ``RECLAIM_WITHIN``;
 - a reservation past its expiry is Failed, an allocateOnce reservation with a bound owner
@@ -39,6 +43,7 @@ quota's ``status.used`` (on every key either side names) agree with the pods.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -65,6 +70,7 @@ SLACK = 5.0
 PLACEABLE_WITHIN = 30.0
 RECLAIM_WITHIN = 45.0
 TRANSITION_WITHIN = 30.0
+RECLAIM = "reclaim"  # the one way a reclaim is seen: the arithmetic, whichever node
 # How late an eviction's event may come (the scheduler's event queue) and still be judged.
 EVICTION_EVENT_WITHIN = 600.0
 
@@ -450,8 +456,10 @@ class Checker:
     _left: dict[str, tuple[float, float]] = field(default_factory=dict)
     _event_seen: dict[str, float] = field(default_factory=dict)  # Preempted events, first seen
     _names: dict[str, str] = field(default_factory=dict)  # reservations' uids, for reports
-    _placeable_since: dict[str, float] = field(default_factory=dict)
-    _reclaimable_since: dict[str, float] = field(default_factory=dict)
+    # Waiting pods, by uid: since when each way of placing them (a node with room, a
+    # reservation of theirs, a reclaim) has been seen at every look.
+    _placeable_since: dict[str, dict[str, float]] = field(default_factory=dict)
+    _reclaimable_since: dict[str, dict[str, float]] = field(default_factory=dict)
     _terminal_seen: dict[str, float] = field(default_factory=dict)
     _node_gone_seen: dict[str, float] = field(default_factory=dict)
     _owner_bound_seen: dict[str, float] = field(default_factory=dict)
@@ -1089,10 +1097,11 @@ class Checker:
         for pod in live:
             if name := allocated_from(pod):
                 taken[name].append(pod)
-        placeable_now: set[str] = set()
+        # uid -> each way that surely places it now (a node, a reservation of its own, a
+        # reclaim) -> what it is, for the report.
+        placeable_now: dict[str, dict[str, Callable[[], str]]] = {}
         placements = _Placements.of(snap, live, waiting)
-        where: dict[str, str] = {}  # a node that takes it, for the report
-        reclaimable_now: set[str] = set()
+        reclaimable_now: dict[str, dict[str, Callable[[], str]]] = {}
         for pod in waiting:
             if RESERVATION_AFFINITY in (pod["metadata"].get("annotations") or {}):
                 continue  # decided by its reservations alone
@@ -1124,11 +1133,9 @@ class Checker:
             sum_ok = quota is None or not _over(_plus(everyone, wanted), total_min)
             fitting = [n for n in nodes if _fits(wanted, room(n))]
             if sum_ok and fitting:
-                placeable_now.add(uid)
-                where[uid] = f"{fitting[0]} has {_show(room(fitting[0]))}"
+                placeable_now[uid] = {n: functools.partial(_has, n, room(n)) for n in fitting}
             elif sum_ok and (inside := self._owned_room(pod, nodes, room, reservations, taken)):
-                placeable_now.add(uid)
-                where[uid] = inside
+                placeable_now[uid] = {inside: functools.partial(str, inside)}
             elif (
                 quota is not None
                 and within_min
@@ -1138,8 +1145,7 @@ class Checker:
                     )
                 )
             ):
-                reclaimable_now.add(uid)
-                where[uid] = inside
+                reclaimable_now[uid] = {RECLAIM: functools.partial(str, inside)}
 
         # Reservations are scheduled like pods: one some node surely takes is placed too
         # (a refusal that ends it as Failed counts as not placed; expiry does not).
@@ -1160,8 +1166,7 @@ class Checker:
             ]
             if fitting:
                 uid = r["metadata"]["uid"]
-                placeable_now.add(uid)
-                where[uid] = f"{fitting[0]} has {_show(free[fitting[0]])}"
+                placeable_now[uid] = {n: functools.partial(_has, n, free[n]) for n in fitting}
                 self._names[uid] = f"reservation {name}"
 
         found = []
@@ -1172,15 +1177,17 @@ class Checker:
             for uid in list(since):
                 if uid not in now:
                     del since[uid]
-            for uid in now:
-                start = since.setdefault(uid, snap.taken_at)
-                if snap.taken_at - start > bound:
-                    detail = f" ({where[uid]})" if uid in where else ""
-                    found.append(f"{self._name(uid)} Pending {bound:.0f}s+ while {what}{detail}")
-                    since[uid] = snap.taken_at  # reported once per period
+            for uid, ways in now.items():
+                before = since.get(uid, {})
+                kept = since[uid] = {way: before.get(way, snap.taken_at) for way in ways}
+                lasting = [way for way, start in kept.items() if snap.taken_at - start > bound]
+                if lasting:
+                    detail = ways[lasting[0]]()
+                    found.append(f"{self._name(uid)} Pending {bound:.0f}s+ while {what} ({detail})")
+                    since[uid] = {}  # reported once per period
+        every = placeable_now | reclaimable_now
         self.placeable = sorted(
-            self._name(u) + (f" ({where[u]})" if u in where else "")
-            for u in placeable_now | reclaimable_now
+            f"{self._name(uid)} ({next(iter(ways.values()))()})" for uid, ways in every.items()
         )
         self.counts["placeable pods seen"] = max(
             self.counts["placeable pods seen"], len(placeable_now)
@@ -1401,6 +1408,10 @@ def _pod_rules_allow(pod: Obj, placements: _Placements) -> Callable[[str], bool]
         return all(mine.get(topology) in values for topology, values in spread)
 
     return allows
+
+
+def _has(node: str, free: Mapping[str, Decimal]) -> str:
+    return f"{node} has {_show(free)}"
 
 
 def _show(free: Mapping[str, Decimal]) -> str:

@@ -276,6 +276,28 @@ def test_a_pod_within_its_min_reclaims_from_other_quotas_over_theirs_only(
     assert [line[: len(expected)] for line in found] == ([expected] if reported else [])
 
 
+@pytest.mark.parametrize(("hopping", "reported"), [(False, True), (True, False)])
+def test_a_pod_is_due_once_one_node_has_had_room_for_it_at_every_look(
+    hopping: bool, reported: bool
+) -> None:
+    """Two full nodes, one CPU free on one of them at each look for 40 s. On the same node
+    throughout, that room waited for the pod and the scheduler never gave it: reported.
+    Freed on one node and taken at the next look while the other frees one (the churn's
+    full cluster, where pods of higher priority or tried first take each freed CPU), it
+    proves nothing about this pod."""
+    checker = Checker(SCHEDULER)
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    pending = waiting("p")
+    found = []
+    for look in range(5):
+        roomy = "n2" if hopping and look % 2 else "n1"
+        pods = [bound(f"{n}-{i}", n, T0 - 60) for n in nodes for i in range(7 if n == roomy else 8)]
+        found += checker.check(Snapshot(T0 + 10 * look, nodes, [*pods, pending], [], []))
+    expected = "pod free/p Pending 30s+ while some node could take it (n1 has cpu 1, pods 103)"
+    assert found == ([expected] if reported else [])
+    assert checker.placeable == ["pod free/p (n1 has cpu 1, pods 103)"]  # the last look
+
+
 def test_a_reclaim_counts_a_pod_pending_before_and_gone_after() -> None:
     """q1 at its min of 2 at the look before, with a third pod pending; between the looks
     the scheduler bound it (counting it from its Reserve), took a pod of q1 back for q2's

@@ -105,7 +105,9 @@ class ScheduleOne:
             status = await fwk.run_bind(state, pod, node)
         if status.ok:
             self.queue.done(pod.uid)
-            logger.debug("bound", namespace=pod.namespace, name=pod.name, node=node)
+            logger.debug(
+                "bound", namespace=pod.namespace, name=pod.name, node=node, priority=pod.priority
+            )
             return
         logger.warning(
             "binding failed",

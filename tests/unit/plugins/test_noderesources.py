@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from berth.scheduler.podinfo import PodInfo
 from tests.unit.scheduler_fixtures import (
+    Env,
     Json,
+    info,
     make_env,
     node,
     pod,
@@ -177,3 +180,58 @@ def test_balanced_allocation_does_not_steer_requestless_pods() -> None:
     best_effort = pod("p")
     assert scores(env, "NodeResourcesFit", best_effort, "even", "lopsided") == [71, 73]
     assert env.node_for(best_effort) == "lopsided"
+
+
+# -- queueing hint ---------------------------------------------------------------------------
+
+
+def left(env: Env, raw: Json) -> PodInfo:
+    """The pod as it was, after the watch has shown it deleted (the view first, as the
+    event table runs)."""
+    before = info(raw)
+    env.events.on_pod("DELETED", raw)
+    return before
+
+
+def test_a_pod_leaving_a_node_helps_only_pods_that_node_could_then_take() -> None:
+    """n1 (4 CPU) keeps 2 CPU of priority 10 and 1 of priority 0 once `gone` leaves. A pod
+    of priority 5 could have the 1 CPU of priority 0 by preemption: 2 CPU fit there, 3 do
+    not, whatever preemption does; the deletion is no news for the 3-CPU pod."""
+    gone = pod("gone", "1", node_name="n1", priority=10)
+    env = make_env(
+        node("n1"),
+        pod("high", "2", node_name="n1", priority=10),
+        pod("low", "1", node_name="n1", priority=0),
+        gone,
+    )
+    fit = env.plugin("NodeResourcesFit")
+    before = left(env, gone)
+    assert fit.after_pod_change(info(pod("two", "2", priority=5)), before, None)
+    assert not fit.after_pod_change(info(pod("three", "3", priority=5)), before, None)
+    # Of higher priority than everything there: all of it could go.
+    assert fit.after_pod_change(info(pod("urgent", "3", priority=20)), before, None)
+    # Its own nominated node: the victims leaving are what it waits for.
+    nominated = pod("three", "3", priority=5)
+    nominated["status"] = {"nominatedNodeName": "n1"}
+    assert fit.after_pod_change(info(nominated), before, None)
+    # A pod that was never on a node freed nothing this hint can weigh: retried.
+    assert fit.after_pod_change(info(pod("three", "3", priority=5)), info(pod("p", "1")), None)
+
+
+def test_with_quotas_another_namespace_s_pods_count_as_reclaimable() -> None:
+    """A quota within its min reclaims from other quotas whatever the priority: for a pod
+    of a quota namespace, pods of other namespaces might all go."""
+    gone = pod("gone", "1", node_name="n1", priority=10)
+    quota = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "q", "namespace": "team"},
+        "spec": {"min": {"cpu": "4"}, "max": {"cpu": "8"}},
+    }
+    env = make_env(node("n1"), pod("high", "2", node_name="n1", priority=10), gone)
+    fit = env.plugin("NodeResourcesFit")
+    before = left(env, gone)
+    wanted = info(pod("three", "3", namespace="team", priority=5))
+    assert not fit.after_pod_change(wanted, before, None)
+    env.add(quota)
+    assert fit.after_pod_change(wanted, before, None)

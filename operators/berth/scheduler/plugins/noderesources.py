@@ -8,13 +8,16 @@ resource a node has none of is left out, results are integers 0..100.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from berth.podresources import CPU, MEMORY, PODS
+from berth.quota.tree import is_tree_quota
 from berth.scheduler.capacity import free_capacity
 from berth.scheduler.clusterevents import (
+    ELASTIC_QUOTA,
     NODE,
     POD,
     RESERVATION,
@@ -105,12 +108,63 @@ class NodeResourcesFit(Plugin):
                 f"(supported: {', '.join(STRATEGIES)})"
             )
         self.resources, self.weights = _weights(strategy)
+        # (the ElasticQuota version last looked at, whether any of them is a tree quota)
+        self._quotas_seen: tuple[int, bool] = (-1, False)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (
-            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self.after_pod_change),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
             on(RESERVATION, ActionType.ALL),
+        )
+
+    def after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """A pod that left (or shrank on) a node frees room on that node alone: it helps a
+        pod that node could then take, even with every pod it might ever preempt there gone
+        too. kube-scheduler retries every pod Fit rejected on any such change: in a full
+        cluster, hundreds of pods each time any pod ends, and the retries crowd out the
+        pods of lower priority. A change on the pod's nominated node always helps: its
+        victims leaving there are what it waits for."""
+        view = self.handle.view
+        node = old.node_name if old is not None else ""
+        held = view.nominated.get(pod.uid)
+        if not node or node == pod.nominated_node or (held is not None and held[0] == node):
+            return True
+        nodes = view.nodes
+        row = nodes.index.get(node)
+        if row is None:
+            return True
+        evictable = self._evictable(pod)
+        kept = [other for other in nodes.pods[row].values() if not evictable(other)]
+        need = {**pod.requests, PODS: 1}
+        for resource, amount in need.items():
+            col = nodes.columns.get(resource)
+            if col is None:
+                return True  # a resource no node has reported yet: not this hint's call
+            if resource == PODS:
+                used = len(kept)
+            else:
+                used = sum(other.requests.get(resource, 0) for other in kept)
+            if nodes.allocatable[row, col] - used < amount:
+                return False
+        return True
+
+    def _evictable(self, pod: PodInfo) -> Callable[[PodInfo], bool]:
+        """Pods some preemption could ever take for ``pod``, counted generously: lower
+        priority; a reservation's capacity (its owners may use it); with quotas, another
+        namespace's pods (a quota within its min reclaims whatever their priority), and
+        with a quota tree (quotas by label, not namespace) any pod."""
+        quotas = self.handle.view.custom.get(ELASTIC_QUOTA) or {}
+        version = self.handle.view.custom_versions.get(ELASTIC_QUOTA, 0)
+        if self._quotas_seen[0] != version:
+            self._quotas_seen = (version, any(is_tree_quota(q) for q in quotas.values()))
+        if self._quotas_seen[1]:
+            return lambda other: True
+        across = bool(quotas)
+        return lambda other: (
+            other.priority < pod.priority
+            or other.reservation is not None
+            or (across and other.namespace != pod.namespace)
         )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:

@@ -12,7 +12,7 @@ import random
 import re
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
@@ -106,13 +107,11 @@ async def berth_record(berth: BerthRun, line: str) -> str:
     view counts on that node. Empty when the line is about something else or Berth cannot
     answer."""
     match = PENDING_POD.match(line) or AT_REST.match(line)
-    if match is None:
-        return ""
-    ports = re.findall(r'"port": (\d+), "event": "health server listening"', berth.log.read_text())
-    if not ports:
+    health = _health(berth)
+    if match is None or health is None:
         return ""
     namespace, name = match.groups()
-    base = f"http://127.0.0.1:{ports[-1]}/debug"
+    base = f"{health}/debug"
     record = await _debug(f"{base}/pods/{namespace}/{name}")
     if record is None:
         return ""
@@ -148,51 +147,49 @@ async def berth_record(berth: BerthRun, line: str) -> str:
     return said
 
 
-FIGURE = re.compile(
-    r'^(scheduler_schedule_attempts_total\{[^}]*result="(\w+)"[^}]*\}|'
-    r'berth_scheduler_watch_delay_seconds_bucket\{kind="pods",le="([^"]+)"\}) (\S+)$',
-    re.M,
-)
-
-
 async def berth_figures(berth: BerthRun) -> str:
     """Berth's attempts by result, and how late its pod watch ran (the share of pod
     events handled within each bound), from its metrics; empty if it cannot answer."""
-    ports = re.findall(r'"port": (\d+), "event": "health server listening"', berth.log.read_text())
-    if not ports:
-        return ""
-    try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(
-                f"http://127.0.0.1:{ports[-1]}/metrics", timeout=aiohttp.ClientTimeout(total=5)
-            ) as answer,
-        ):
-            text = await answer.text()
-    except (aiohttp.ClientError, TimeoutError):
+    health = _health(berth)
+    text = await _get(f"{health}/metrics", lambda answer: answer.text()) if health else None
+    if text is None:
         return ""
     attempts: Counter[str] = Counter()
     buckets: list[tuple[str, float]] = []
-    for match in FIGURE.finditer(text):
-        result, bound, value = match.group(2), match.group(3), float(match.group(4))
-        if result:
-            attempts[result] += int(value)
-        else:
-            buckets.append((bound, value))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "scheduler_schedule_attempts_total":
+                attempts[sample.labels["result"]] += int(sample.value)
+            elif (
+                sample.name == "berth_scheduler_watch_delay_seconds_bucket"
+                and sample.labels.get("kind") == "pods"
+            ):
+                buckets.append((sample.labels["le"], sample.value))
     total = buckets[-1][1] if buckets else 0.0
     within = ", ".join(f"{b} s {v / total:.1%}" for b, v in buckets if total and b != "+Inf")
     return f"attempts {dict(attempts)}; pod events {total:.0f}, handled within {within}"
 
 
-async def _debug(url: str) -> dict[str, Any] | None:
+def _health(berth: BerthRun) -> str | None:
+    """The address of Berth's health port, from the line its log gives it on."""
+    ports = re.findall(r'"port": (\d+), "event": "health server listening"', berth.log.read_text())
+    return f"http://127.0.0.1:{ports[-1]}" if ports else None
+
+
+async def _get(url: str, read: Callable[[aiohttp.ClientResponse], Awaitable[Any]]) -> Any:
+    """One GET of Berth's health port, read by ``read``; None if it cannot answer."""
     try:
         async with (
             aiohttp.ClientSession() as session,
             session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as answer,
         ):
-            found: dict[str, Any] = await answer.json()
+            return await read(answer)
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
+
+
+async def _debug(url: str) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = await _get(url, lambda answer: answer.json())
     return found
 
 

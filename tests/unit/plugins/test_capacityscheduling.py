@@ -675,3 +675,65 @@ def test_a_deletion_retries_a_pod_only_if_one_nodes_victims_could_admit_it(
     )  # fmt: skip
     env.events.on_pod("DELETED", b_pod)
     assert capacity(env)._frees_quota(waiting, info(b_pod), None) is retried
+
+
+def preempting_for_a() -> tuple[Env, Json, Json]:
+    """b (min 6) borrows 7 of the 10 GPUs, among them bh (2 GPUs, priority 100) on n1; a
+    (min 4) uses 3. a's w1 and w2 (priority 10, in that order) and x (priority 0) wait,
+    each refused by the sum of mins. Returns the env, x and bh."""
+    b_pods = [gpu_pod(f"b{i}", "b", node_name="n1" if i < 3 else "n2") for i in range(5)]
+    bh = pod("bh", "100m", "128Mi", namespace="b", node_name="n1", priority=100,
+             requests={GPU: "2"})  # fmt: skip
+    a_pods = [gpu_pod(f"a{i}", "a", node_name="n2") for i in range(3)]
+    waiting = [gpu_pod(f"w{i}", "a", priority=10, created=i) for i in (1, 2)]
+    x = gpu_pod("x", "a", created=3)
+    env = cluster(*b_pods, bh, *a_pods, *waiting, x)
+    for raw in (*waiting, x):
+        assert env.diagnose(raw)[2].prefilter is not None
+    return env, x, bh
+
+
+def test_a_preemptor_is_retried_when_its_victim_goes_before_its_nomination_is_seen() -> None:
+    """x reclaims bh (b is over its min) and is nominated to n1; bh's deletion arrives
+    before the status saying so. The room bh frees goes first to w1 and w2 (higher
+    priorities, which x's nomination does not hold back) and would pass x over; but x's
+    nomination holds its share, so x is retried, as for any preemptor when its victim goes
+    (the long churn left such a preemptor Pending at rest until the end)."""
+    env, _, bh = preempting_for_a()
+    plugin = capacity(env)
+    preemptor = env.view.pods["uid-a-x"]
+    plugin.evicted(info(bh))
+    env.view.nominate(preemptor, "n1")
+    env.events.on_pod("DELETED", bh)
+    assert plugin._frees_quota(preemptor, info(bh), None)
+    assert "uid-a-x" not in plugin._passed_over
+
+
+def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits_it() -> None:
+    """b4's deletion frees one GPU: the room goes to w1 and passes w2 and x over. w1 is
+    bound, x reclaims bh and its nomination is seen. The room never lists a nominated pod:
+    the periodic check tries x once the quotas admit it (bh gone), not before."""
+    env, x, bh = preempting_for_a()
+    plugin = capacity(env)
+    b4 = env.view.pods["uid-b-b4"].raw
+    env.events.on_pod("DELETED", b4)
+    names = ("w1", "w2", "x")
+    retried = [plugin._frees_quota(env.view.pods[f"uid-a-{n}"], info(b4), None) for n in names]
+    assert retried == [True, False, False]  # asked of w1, w2 and x, as the queue does
+    bind_in_place(env, env.view.pods["uid-a-w1"].raw, "n2")
+    x["status"]["nominatedNodeName"] = "n1"
+    env.events.on_pod("MODIFIED", x)
+    assert plugin.retry_now(lambda _uid: True) == frozenset()  # 10 used of 10
+    plugin.evicted(info(bh))
+    env.events.on_pod("DELETED", bh)
+    assert plugin.retry_now(lambda _uid: True) == {"uid-a-w2", "uid-a-x"}
+
+
+def bind_in_place(env: Env, raw: Json, node_name: str) -> None:
+    """Reserve the pod on the node and let the watch show it bound there."""
+    pod_info = info(raw)
+    env.view.assume(pod_info, node_name)
+    assert capacity(env).reserve(CycleState(), pod_info, node_name).ok
+    raw["spec"]["nodeName"] = node_name
+    raw["status"]["phase"] = "Running"
+    env.events.on_pod("MODIFIED", raw)

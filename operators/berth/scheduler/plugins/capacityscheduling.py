@@ -365,12 +365,16 @@ class CapacityScheduling(Plugin):
         if self._rooms is not None and self._rooms[0] == event:
             return self._rooms[1]
         pods = self.handle.view.pods
+        # A nomination already holds its share. The view's, set as the preemption is
+        # decided: the status saying so comes back by the watch later, and a preemptor
+        # the room passed over meanwhile waited for a retry the room never gives it.
+        nominated = self.handle.view.nominated
         pending: list[PodInfo] = []
         for uid in list(self._refused):
             other = pods.get(uid)
             if other is None or other.node_name or other.terminal or other.deleting:
                 self._refused.discard(uid)
-            elif not other.nominated_node:  # a nomination already holds its share
+            elif uid not in nominated:
                 pending.append(other)
         pending.sort(key=lambda p: (-p.priority, p.created))
         claimed_in: dict[str, Resources] = {}
@@ -701,9 +705,23 @@ class CapacityScheduling(Plugin):
         if not self._passed_over:
             return frozenset()
         winners = self._room(f"periodic {time.monotonic()}").winners
-        retry = frozenset(self._passed_over & winners)
+        retry = frozenset(
+            uid for uid in self._passed_over if uid in winners or self._nomination_admitted(uid)
+        )
         self._passed_over -= retry
         return retry
+
+    def _nomination_admitted(self, uid: str) -> bool:
+        """A pod passed over that has preempted since: the room never lists a nominated
+        pod (its nomination holds its share), so it is tried once its quota admits it."""
+        pod = self.handle.view.pods.get(uid)
+        if pod is None or uid not in self.handle.view.nominated:
+            return False
+        demand = self.demand(pod)
+        return (
+            demand is None
+            or self.ledger.check(demand.quota, demand.request, *demand.nominated) is None
+        )
 
     def _lender_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
         """Once a flat quota started to use more than its min: the waiting pods its quota

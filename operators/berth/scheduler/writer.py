@@ -1,7 +1,8 @@
 """Everything the scheduler writes to the API, behind one client-side rate limit.
 
 Bindings, evictions and pod status (PodScheduled, nominatedNodeName) share the
-``clientConnection`` qps/burst budget. Events have a budget of the same size of their own
+``clientConnection`` qps/burst budget, decisions first: a PodScheduled condition waits
+while any of the others does. Events have a budget of the same size of their own
 and are sent in the background by a few workers, as kube-scheduler's event broadcaster
 does: explaining a decision never delays the next binding. Repeated events
 for the same pod and message are folded into one event with a count, like the event
@@ -39,7 +40,13 @@ def now() -> str:
 
 
 class TokenBucket:
-    """qps tokens a second, up to burst saved; ``take`` waits for one."""
+    """qps tokens a second, up to burst saved; ``take`` waits for one.
+
+    Decisions go first: a write that only explains one (``urgent=False``, a pod's
+    PodScheduled condition) waits while any decision waits. A restarted scheduler retries
+    every pending pod within seconds and explains each; in first-come order its bindings
+    queued behind a thousand conditions and landed many seconds after they were decided,
+    on nodes cordoned and reservations ended meanwhile."""
 
     def __init__(self, qps: float, burst: int) -> None:
         self.qps = qps
@@ -47,17 +54,43 @@ class TokenBucket:
         self.tokens = float(burst)
         self.updated = time.monotonic()
         self._lock = asyncio.Lock()
+        # Explanations queue here: one at a time asks for a token, and gives way to any
+        # decision that comes while it waits for one.
+        self._explaining = asyncio.Lock()
+        self._urgent = 0
+        self._no_urgent = asyncio.Event()
+        self._no_urgent.set()
 
-    async def take(self) -> None:
-        async with self._lock:
-            while True:
-                current = time.monotonic()
-                self.tokens = min(self.burst, self.tokens + (current - self.updated) * self.qps)
-                self.updated = current
-                if self.tokens >= 1:
-                    self.tokens -= 1
-                    return
-                await asyncio.sleep((1 - self.tokens) / self.qps)
+    async def take(self, *, urgent: bool = True) -> None:
+        if not urgent:
+            async with self._explaining:
+                while True:
+                    await self._no_urgent.wait()
+                    async with self._lock:
+                        if await self._one(yielding=True):
+                            return
+        self._urgent += 1
+        self._no_urgent.clear()
+        try:
+            async with self._lock:
+                await self._one(yielding=False)
+        finally:
+            self._urgent -= 1
+            if not self._urgent:
+                self._no_urgent.set()
+
+    async def _one(self, *, yielding: bool) -> bool:
+        """A token taken; False, with none taken, when ``yielding`` and a decision came."""
+        while True:
+            if yielding and self._urgent:
+                return False
+            current = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (current - self.updated) * self.qps)
+            self.updated = current
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return True
+            await asyncio.sleep((1 - self.tokens) / self.qps)
 
 
 class Writer:
@@ -94,8 +127,10 @@ class Writer:
         }
         await self.api.create_subresource(POD, pod.name, "eviction", body, namespace=pod.namespace)
 
-    async def _patch_status(self, pod: PodInfo, status: dict[str, Any], content_type: str) -> None:
-        await self.bucket.take()
+    async def _patch_status(
+        self, pod: PodInfo, status: dict[str, Any], content_type: str, *, urgent: bool = True
+    ) -> None:
+        await self.bucket.take(urgent=urgent)
         await self.api.patch_status(
             POD, pod.name, status, namespace=pod.namespace, content_type=content_type
         )
@@ -116,8 +151,10 @@ class Writer:
         await self.api.delete(POD, pod.name, namespace=pod.namespace, uid=pod.uid)
 
     async def unschedulable(self, pod: PodInfo, message: str) -> None:
-        """The PodScheduled=False condition, written only when its message changes."""
-        if self._conditions.get(pod.uid) == message:
+        """The PodScheduled=False condition, written only when its message changes (also
+        from the one a scheduler before this one wrote), after every decision waiting."""
+        if self._conditions.get(pod.uid) == message or _explained(pod, message):
+            self._conditions[pod.uid] = message
             return
         condition = {
             "type": "PodScheduled",
@@ -127,7 +164,7 @@ class Writer:
             "lastProbeTime": None,
             "lastTransitionTime": now(),
         }
-        await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC)
+        await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC, urgent=False)
         self._conditions[pod.uid] = message
 
     async def annotate(self, pod: PodInfo, annotations: dict[str, str | None]) -> None:
@@ -275,3 +312,12 @@ class Writer:
         """Drop what is remembered about a pod that is gone."""
         self._conditions.pop(uid, None)
         self._events.pop(uid, None)
+
+
+def _explained(pod: PodInfo, message: str) -> bool:
+    """The pod's stored PodScheduled condition already says it is unschedulable so."""
+    for condition in (pod.raw.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            said = (condition.get("status"), condition.get("reason"), condition.get("message"))
+            return said == ("False", "Unschedulable", message)
+    return False

@@ -5,7 +5,7 @@ preemption never taking reserved capacity."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -500,3 +500,32 @@ def test_an_owner_placed_here_is_shielded_once_the_watch_shows_its_annotation() 
         "MODIFIED", reservation("r", "3", once=True, phase="Succeeded")
     )
     assert candidates(made, pod("stranger", "2", priority=1000)) == []
+
+
+@pytest.mark.parametrize("ended", [False, True])
+async def test_an_owner_whose_reservation_ended_while_its_binding_waited_is_not_bound_into_it(
+    ended: bool,
+) -> None:
+    """An owner is reserved into ``r``; its binding waits its turn for the API. Should
+    the watch show ``r`` ended meanwhile, PreBind refuses (the binding fails and the pod is
+    tried again) instead of annotating it an owner of a reservation that no longer holds."""
+    made = env(reservation("r", "3"))
+    state = CycleState()
+    owner = info(web("w", "1"))
+    made.view.assume(owner, made.cycle.schedule(state, owner).node)
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    plugin.reserve(state, owner, "n1")
+    annotated: list[dict[str, Any]] = []
+
+    class Writes:
+        async def annotate(self, pod: Any, annotations: dict[str, Any]) -> None:
+            annotated.append(annotations)
+
+    plugin.handle.writer = cast(Any, Writes())
+    if ended:
+        made.add(reservation("r", "3", phase="Failed"))
+    status = await plugin.pre_bind(state, owner, "n1")
+    assert status.ok is not ended
+    assert bool(annotated) is not ended
+    if ended:
+        assert status.message == "reservation r ended since it was chosen"

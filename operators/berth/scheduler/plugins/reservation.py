@@ -339,6 +339,11 @@ class Reservation(Plugin):
                 await writer.reservation_status(
                     chosen.name, {"currentOwners": [owner]}, version, still=unclaimed
                 )
+            if chosen is not None and chosen.uid not in self.book.held:
+                # Ended (or deleted) while the binding waited its turn: not an owner's now.
+                return Status(
+                    Code.ERROR, (f"reservation {chosen.name} ended since it was chosen",), self.name
+                )
             await writer.annotate(pod, {ALLOCATED_ANNOTATION: value})
         except Exception as err:  # the binding must not go ahead without the annotation
             return Status(Code.ERROR, (f"reservation allocation not written: {err}",), self.name)

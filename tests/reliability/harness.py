@@ -11,7 +11,7 @@ import json
 import random
 import re
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -148,26 +148,28 @@ async def berth_record(berth: BerthRun, line: str) -> str:
 
 
 async def berth_figures(berth: BerthRun) -> str:
-    """Berth's attempts by result, and how late its pod watch ran (the share of pod
-    events handled within each bound), from its metrics; empty if it cannot answer."""
+    """Berth's attempts by result, and how late each of its watches ran (per kind, the
+    share of events handled within each bound), from its metrics; empty if it cannot
+    answer."""
     health = _health(berth)
     text = await _get(f"{health}/metrics", lambda answer: answer.text()) if health else None
     if text is None:
         return ""
     attempts: Counter[str] = Counter()
-    buckets: list[tuple[str, float]] = []
+    buckets: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "scheduler_schedule_attempts_total":
                 attempts[sample.labels["result"]] += int(sample.value)
-            elif (
-                sample.name == "berth_scheduler_watch_delay_seconds_bucket"
-                and sample.labels.get("kind") == "pods"
-            ):
-                buckets.append((sample.labels["le"], sample.value))
-    total = buckets[-1][1] if buckets else 0.0
-    within = ", ".join(f"{b} s {v / total:.1%}" for b, v in buckets if total and b != "+Inf")
-    return f"attempts {dict(attempts)}; pod events {total:.0f}, handled within {within}"
+            elif sample.name == "berth_scheduler_watch_delay_seconds_bucket":
+                buckets[sample.labels["kind"]].append((sample.labels["le"], sample.value))
+    watches = []
+    for kind, counts in sorted(buckets.items()):
+        total = counts[-1][1] if counts else 0.0
+        if total:
+            within = ", ".join(f"{b} s {v / total:.1%}" for b, v in counts if b != "+Inf")
+            watches.append(f"{kind} events {total:.0f}, handled within {within}")
+    return "; ".join([f"attempts {dict(attempts)}", *watches])
 
 
 def _health(berth: BerthRun) -> str | None:

@@ -718,10 +718,7 @@ class CapacityScheduling(Plugin):
         if pod is None or uid not in self.handle.view.nominated:
             return False
         demand = self.demand(pod)
-        return (
-            demand is None
-            or self.ledger.check(demand.quota, demand.request, *demand.nominated) is None
-        )
+        return demand is None or self.verdict(demand) is None
 
     def _lender_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
         """Once a flat quota started to use more than its min: the waiting pods its quota
@@ -840,6 +837,10 @@ class CapacityScheduling(Plugin):
                 add(total, request)
         return QuotaDemand(quota, quota_request(pod.requests), in_quota, total)
 
+    def verdict(self, demand: QuotaDemand) -> Rejection | None:
+        """The flat quota's verdict on the demand as the quotas stand now."""
+        return self.ledger.check(demand.quota, demand.request, *demand.nominated)
+
     # -- PreFilter / Reserve ---------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
@@ -856,9 +857,7 @@ class CapacityScheduling(Plugin):
         state.data[self.name] = demand
         if demand is None:
             return SUCCESS
-        rejection = self.ledger.check(
-            demand.quota, demand.request, demand.nominated_in_quota, demand.nominated_total
-        )
+        rejection = self.verdict(demand)
         if rejection is None:
             self._refused.discard(pod.uid)
             return SUCCESS
@@ -939,9 +938,7 @@ class CapacityScheduling(Plugin):
         def amount(resource: str, value: int | None) -> str | None:
             return None if value is None else format_units(resource, value)
 
-        rejection = self.ledger.check(
-            quota, demand.request, demand.nominated_in_quota, demand.nominated_total
-        )
+        rejection = self.verdict(demand)
         return {
             "quota": f"{quota.namespace}/{quota.name}",
             "resources": {

@@ -11,7 +11,10 @@ Safety, every snapshot:
 - a pod bound by the scheduler satisfied, when it was bound, its nodeSelector, its
   required node affinity, the node's NoSchedule/NoExecute taints and the node's cordon
   (unless it tolerates the cordon's taint); a fact counts once the checker has seen it
-  for ``SLACK`` seconds before the binding;
+  for ``SLACK`` seconds before the binding (its PodScheduled=True condition's time, or,
+  without one, the look before the one that saw it bound);
+- a bound pod's PodScheduled condition never says False (the binding set it True: a
+  refusal written after it is the scheduler's);
 - and its required pod anti-affinity (and other pods' against it) and its DoNotSchedule
   topology spread, judged ``SLACK`` after the binding against the pods surely there when
   it was made (bound ``SLACK`` before, still there ``SLACK`` after) and, for the spread's
@@ -486,7 +489,7 @@ class Checker:
     # Off while the scheduler is being killed on purpose: its bounds start when it is on.
     liveness: bool = True
     _live_since: float = 0.0
-    _reported: set[str] = field(default_factory=set)  # transitions reported already
+    _reported: set[str] = field(default_factory=set)  # reported once already
 
     def check(self, snap: Snapshot) -> list[str]:
         self.counts["checks"] += 1
@@ -501,6 +504,7 @@ class Checker:
         found += self._quotas(snap, live)
         found += self._reservations(snap, live, reservations)
         found += self._new_bindings(snap, reservations)
+        found += self._misexplained(snap)
         found += self._pod_rules(snap)
         over_min = self._over_min(snap, live)
         self._remember_pods(snap, over_min, reservations)
@@ -720,7 +724,8 @@ class Checker:
             self._to_judge.append(uid)
             self.counts["bindings judged"] += 1
             self.bound_per_namespace[pod["metadata"]["namespace"]] += 1
-            when = bound_at(pod) or snap.taken_at
+            # Without the binding's own time, the earliest it can have been: the look before.
+            when = bound_at(pod) or self._look_before or snap.taken_at
             node = snap.nodes.get(node_name)
             if node is None:
                 continue
@@ -747,6 +752,25 @@ class Checker:
             ended = self._terminal_seen.get(name or "")
             if name and ended is not None and ended <= when - SLACK:
                 found.append(f"pod {who} allocated from reservation {name} after it ended")
+        return found
+
+    def _misexplained(self, snap: Snapshot) -> list[str]:
+        """A bound pod whose PodScheduled condition says False: the binding sets it True,
+        so a scheduler wrote a refusal over its own binding (users read it as pending)."""
+        found = []
+        for pod in snap.pods:
+            if (
+                not pod["spec"].get("nodeName")
+                or pod["spec"].get("schedulerName") != self.scheduler
+            ):
+                continue
+            for condition in (pod.get("status") or {}).get("conditions") or ():
+                if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                    what = f"pod {key(pod)} bound to {pod['spec']['nodeName']} but its PodScheduled"
+                    what += f" condition says {condition.get('reason')}: {condition.get('message')}"
+                    if what not in self._reported:
+                        self._reported.add(what)
+                        found.append(what)
         return found
 
     def _pod_rules(self, snap: Snapshot) -> list[str]:

@@ -77,6 +77,36 @@ def test_a_pod_tolerating_the_cordon_may_be_bound_to_a_cordoned_node() -> None:
     assert found == ["pod free/other bound to n1 after it was cordoned"]
 
 
+def test_a_binding_without_its_time_is_judged_from_the_look_before() -> None:
+    """A pod seen bound with no PodScheduled=True time may have been bound right after
+    the look before: the cordon seen only since then does not count against it."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert judge(checker, T0, node("n1")) == []
+    assert judge(checker, T0 + 1, node("n1", cordoned=True)) == []
+    untimed = bound("untimed", "n1", T0)
+    untimed["status"]["conditions"] = []
+    assert judge(checker, T0 + 10, node("n1", cordoned=True), untimed) == []
+    later = bound("later", "n1", T0)
+    later["status"]["conditions"] = []
+    found = judge(checker, T0 + 20, node("n1", cordoned=True), untimed, later)
+    assert found == ["pod free/later bound to n1 after it was cordoned"]
+
+
+def test_a_bound_pod_whose_condition_says_unschedulable_is_reported_once() -> None:
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    p = bound("p", "n1", T0)
+    assert judge(checker, T0 + 1, node("n1"), p) == []
+    refused = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+               "message": "0/3 nodes are available."}  # fmt: skip
+    p["status"]["conditions"] = [refused]
+    report = ("pod free/p bound to n1 but its PodScheduled condition says Unschedulable: "
+              "0/3 nodes are available.")  # fmt: skip
+    assert judge(checker, T0 + 2, node("n1"), p) == [report]
+    assert judge(checker, T0 + 3, node("n1"), p) == []
+
+
 SOLO = {"solo": "yes"}
 ANTI = {
     "podAntiAffinity": {

@@ -99,3 +99,78 @@ async def test_a_condition_already_stored_by_an_earlier_scheduler_is_not_written
     assert writes == []
     await writer.unschedulable(info(raw), "0/4 nodes are available.")
     assert [w["conditions"][0]["message"] for w in writes] == ["0/4 nodes are available."]
+
+
+class StoredPod:
+    """One pod as the API server keeps it: the binding sets PodScheduled=True, a status
+    patch replaces the condition of its type, ``delay`` seconds after it was sent (a slow
+    request: one sent later may be applied before it)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.node = ""
+        self.condition: Json = {}
+        self.requests: list[str] = []
+
+    async def create_subresource(
+        self, kind: Any, name: str, sub: str, body: Json, **_: Any
+    ) -> None:
+        self.requests.append("bind")
+        self.node = body["target"]["name"]
+        self.condition = {"type": "PodScheduled", "status": "True"}
+
+    async def patch_status(self, kind: Any, name: str, status: Json, **_: Any) -> None:
+        self.requests.append("condition")
+        await asyncio.sleep(self.delay)
+        self.condition = status["conditions"][0]
+
+
+def writer_of(stored: StoredPod, burst: int = 100) -> Writer:
+    writer = Writer(cast(ApiClient, None), "test", qps=200, burst=burst)
+    writer.api = cast(Any, stored)
+    return writer
+
+
+async def test_an_explanation_that_waited_behind_the_pods_binding_is_not_written() -> None:
+    """The budget is spent; the pod's unschedulable condition waits for a token, the pod
+    is retried and bound meanwhile (decisions first): the bound pod is not then marked
+    Unschedulable."""
+    stored = StoredPod()
+    writer = writer_of(stored, burst=1)
+    await writer.bucket.take()
+    p = info(pod("p", "1", "1Gi"))
+    explaining = asyncio.create_task(writer.unschedulable(p, "0/3 nodes are available."))
+    await asyncio.sleep(0)
+    await writer.bind(p, "n1")
+    await explaining
+    assert stored.requests == ["bind"]
+    assert (stored.node, stored.condition["status"]) == ("n1", "True")
+
+
+async def test_a_binding_waits_for_its_pods_explanation_already_on_the_wire() -> None:
+    """The condition was sent before the binding was asked for and is slow to land: the
+    binding is sent once it has, so the API server applies them in that order."""
+    stored = StoredPod(delay=0.05)
+    writer = writer_of(stored)
+    p = info(pod("p", "1", "1Gi"))
+    explaining = asyncio.create_task(writer.unschedulable(p, "0/3 nodes are available."))
+    await asyncio.sleep(0.01)
+    assert stored.requests == ["condition"]
+    await writer.bind(p, "n1")
+    await explaining
+    assert stored.requests == ["condition", "bind"]
+    assert stored.condition["status"] == "True"
+
+
+async def test_a_pod_whose_binding_failed_is_explained_again() -> None:
+    class Refusing(StoredPod):
+        async def create_subresource(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("node gone")
+
+    stored = Refusing()
+    writer = writer_of(stored)
+    p = info(pod("p", "1", "1Gi"))
+    with pytest.raises(RuntimeError):
+        await writer.bind(p, "n1")
+    await writer.unschedulable(p, "0/3 nodes are available.")
+    assert stored.condition["status"] == "False"

@@ -103,17 +103,34 @@ class Writer:
         # uid -> (reason, message) -> (event name, count)
         self._events: dict[str, dict[tuple[str, str], tuple[str, int]]] = {}
         self._conditions: dict[str, str] = {}
+        # Pods whose binding was asked for (until it fails, or the pod is forgotten): an
+        # explanation that waited behind the binding is not written over the bound pod.
+        self._binding: set[str] = set()
+        # Condition writes on the wire, by pod: a binding waits for its pod's to land.
+        self._conditions_sending: dict[str, asyncio.Event] = {}
         self._pending_events: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
 
     async def bind(self, pod: PodInfo, node: str) -> None:
-        await self.bucket.take()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        await self.api.create_subresource(POD, pod.name, "binding", body, namespace=pod.namespace)
+        """Bind the pod; a PodScheduled=False it was explained with before lands first,
+        and none queued for it lands after (the API server sets PodScheduled=True)."""
+        self._binding.add(pod.uid)
+        try:
+            await self.bucket.take()
+            sending = self._conditions_sending.get(pod.uid)
+            if sending is not None:
+                await sending.wait()
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+            await self.api.create_subresource(
+                POD, pod.name, "binding", body, namespace=pod.namespace
+            )
+        except BaseException:
+            self._binding.discard(pod.uid)
+            raise
         self._conditions.pop(pod.uid, None)
 
     async def evict(self, pod: PodInfo) -> None:
@@ -127,10 +144,8 @@ class Writer:
         }
         await self.api.create_subresource(POD, pod.name, "eviction", body, namespace=pod.namespace)
 
-    async def _patch_status(
-        self, pod: PodInfo, status: dict[str, Any], content_type: str, *, urgent: bool = True
-    ) -> None:
-        await self.bucket.take(urgent=urgent)
+    async def _patch_status(self, pod: PodInfo, status: dict[str, Any], content_type: str) -> None:
+        await self.bucket.take()
         await self.api.patch_status(
             POD, pod.name, status, namespace=pod.namespace, content_type=content_type
         )
@@ -152,7 +167,9 @@ class Writer:
 
     async def unschedulable(self, pod: PodInfo, message: str) -> None:
         """The PodScheduled=False condition, written only when its message changes (also
-        from the one a scheduler before this one wrote), after every decision waiting."""
+        from the one a scheduler before this one wrote), after every decision waiting;
+        dropped when the pod's binding was asked for while it waited: written after the
+        binding, it would say a bound pod is unschedulable."""
         if self._conditions.get(pod.uid) == message or _explained(pod, message):
             self._conditions[pod.uid] = message
             return
@@ -164,7 +181,22 @@ class Writer:
             "lastProbeTime": None,
             "lastTransitionTime": now(),
         }
-        await self._patch_status(pod, {"conditions": [condition]}, STRATEGIC, urgent=False)
+        await self.bucket.take(urgent=False)
+        if pod.uid in self._binding:
+            return
+        sent = self._conditions_sending[pod.uid] = asyncio.Event()
+        try:
+            await self.api.patch_status(
+                POD,
+                pod.name,
+                {"conditions": [condition]},
+                namespace=pod.namespace,
+                content_type=STRATEGIC,
+            )
+        finally:
+            sent.set()
+            if self._conditions_sending.get(pod.uid) is sent:
+                del self._conditions_sending[pod.uid]
         self._conditions[pod.uid] = message
 
     async def annotate(self, pod: PodInfo, annotations: dict[str, str | None]) -> None:
@@ -312,6 +344,7 @@ class Writer:
         """Drop what is remembered about a pod that is gone."""
         self._conditions.pop(uid, None)
         self._events.pop(uid, None)
+        self._binding.discard(uid)
 
 
 def _explained(pod: PodInfo, message: str) -> bool:

@@ -1158,7 +1158,9 @@ class Checker:
             fitting = [n for n in nodes if _fits(wanted, room(n))]
             if sum_ok and fitting:
                 placeable_now[uid] = {n: functools.partial(_has, n, room(n)) for n in fitting}
-            elif sum_ok and (inside := self._owned_room(pod, nodes, room, reservations, taken)):
+            elif sum_ok and (
+                inside := self._owned_room(pod, nodes, room, reservations, taken, snap.taken_at)
+            ):
                 placeable_now[uid] = {inside: functools.partial(str, inside)}
             elif (
                 quota is not None
@@ -1229,17 +1231,22 @@ class Checker:
         room: Any,
         reservations: dict[str, Obj],
         taken: dict[str, list[Obj]],
+        now: float,
     ) -> str:
         """An Available reservation of the pod's own that surely takes it: on a node it
-        may run on, not used up (allocateOnce with an owner), with room for it in what
-        is left (Restricted), or in what is left and the node's free room (Aligned).
-        Named for the report; empty when none."""
+        may run on, not used up (allocateOnce with an owner), not expiring before the
+        bound is due (past its expiry it takes no owner, Failed or not yet), with room for
+        it in what is left (Restricted), or in what is left and the node's free room
+        (Aligned). Named for the report; empty when none."""
         requests = requests_of(pod["spec"])
         for name, r in reservations.items():
             status = r.get("status") or {}
             node = status.get("nodeName")
             spec = r.get("spec") or {}
             if status.get("phase") != "Available" or node not in nodes or spec.get("unschedulable"):
+                continue
+            ends = expiry(r)
+            if ends is not None and ends <= now + PLACEABLE_WITHIN:
                 continue
             spent = taken.get(name) or status.get("currentOwners")
             if not is_owner(r, pod) or (spec.get("allocateOnce", True) and spent):

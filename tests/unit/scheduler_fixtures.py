@@ -30,6 +30,7 @@ from berth.scheduler.view import ClusterView
 Json = dict[str, Any]
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
+NOW = EPOCH + timedelta(hours=1)  # the scheduler's clock: objects made at ts(0) are an hour old
 SCHEDULER = "berth-scheduler"
 
 
@@ -410,6 +411,7 @@ def make_env(
     parts = assemble([config], percentage_of_nodes_to_score=percentage, rng=random.Random(seed))
     built = parts.profile()
     fwk = built.framework
+    fwk.handle.clock = lambda: NOW
     return Env(parts.view, fwk.handle, fwk, built.cycle, parts.events, parts.book).add(*objects)
 
 

@@ -12,6 +12,7 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -28,6 +29,8 @@ from berth.scheduler.reservations import template_pod
 from berth.scheduler.schedule_one import ScheduleOne
 from berth.scheduler.writer import Writer
 from tests.unit.scheduler_fixtures import Json, node, pod
+
+CLOCK = datetime(2026, 1, 1, 1, tzinfo=UTC)  # the scheduler's: an hour after reservations are made
 
 RESERVATION_PROFILE = {
     "schedulerName": "berth-scheduler",
@@ -103,6 +106,8 @@ class Loop:
             [config], writer=cast(Writer, self.writer), queue=self.queue
         )
         assert self.parts.placement is not None
+        for built in self.parts.profiles.values():
+            built.framework.handle.clock = lambda: CLOCK
         self.schedule_one = ScheduleOne(
             self.parts.profiles,
             self.parts.view,

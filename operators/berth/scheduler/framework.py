@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -143,6 +144,8 @@ class Handle:
     profile: str
     writer: Writer | None = None
     framework: Runner | None = None
+    # The time expiries are judged by (a reservation past its own is ended).
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     @property
     def runner(self) -> Runner:

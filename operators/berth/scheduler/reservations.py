@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from berth import log
@@ -71,6 +72,8 @@ class Held:
     counted: PodInfo | None = None
     spent: bool = False
     """allocateOnce and an owner was seen, even one gone since: it serves nobody else."""
+    expiry: datetime | None = None
+    """When it expires (``expires``, or creation plus ttl); None if never."""
 
     @property
     def uid(self) -> str:
@@ -176,6 +179,7 @@ class ReservationBook:
             template=template,
             owners=previous.owners if previous is not None else self._owners_of(reservation),
             spent=previous is not None and previous.spent,
+            expiry=expiry_of(reservation),
         )
         if previous is not None:
             self._uncount(previous)
@@ -352,6 +356,13 @@ class ReservationBook:
             if sum(covered.values()) > sum(best.values()):
                 best = covered
         return best
+
+
+def expiry_of(reservation: Reservation) -> datetime | None:
+    try:
+        return reservation.expiry_time()
+    except ValueError:  # never created: nothing the watch brings
+        return None
 
 
 def granted(obj: dict[str, Any], template: PodInfo) -> Resources:

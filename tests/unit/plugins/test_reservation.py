@@ -16,7 +16,7 @@ from berth.reservation.preemption import preemption_reservation, reservation_nam
 from berth.scheduler.config import ConfigError
 from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.reservation import Reservation as ReservationPlugin
-from tests.unit.scheduler_fixtures import Env, Json, info, make_env, node, pod, ts
+from tests.unit.scheduler_fixtures import NOW, Env, Json, info, make_env, node, pod, ts
 
 PROFILE = {
     "plugins": {
@@ -529,3 +529,34 @@ async def test_an_owner_whose_reservation_ended_while_its_binding_waited_is_not_
     assert bool(annotated) is not ended
     if ended:
         assert status.message == "reservation r ended since it was chosen"
+
+
+def expiring(name: str, cpu: str, at: float, node_name: str = "n1") -> Json:
+    made = reservation(name, cpu, node_name=node_name)
+    made["spec"]["expires"] = ts(at)
+    return made
+
+
+def test_an_owner_is_not_placed_into_a_reservation_past_its_expiry_not_yet_marked_failed() -> None:
+    """The operator has not written Failed yet (behind after a restart): the reservation
+    still holds its capacity from everyone, and takes no owner more."""
+    made = env(expiring("gone", "3", at=60), expiring("live", "3", at=7200, node_name="n2"))
+    assert place(made, web("w1", "1")) == ("n2", "live")
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    record = plugin.explain(CycleState(), info(web("w2", "1")))
+    reasons = {r["name"]: r["reason"] for r in record["reservations"]}
+    assert reasons["gone"] == "expired at 2024-01-01T00:01:00Z, not marked Failed yet"
+
+
+async def test_an_owner_whose_reservation_expired_while_its_binding_waited_is_refused() -> None:
+    made = env(expiring("r", "3", at=3605))
+    state = CycleState()
+    owner = info(web("w", "1"))
+    made.view.assume(owner, made.cycle.schedule(state, owner).node)
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    plugin.reserve(state, owner, "n1")
+    assert state.data[plugin.name].chosen.name == "r"
+    plugin.handle.clock = lambda: NOW + timedelta(seconds=10)
+    plugin.handle.writer = cast(Any, object())
+    status = await plugin.pre_bind(state, owner, "n1")
+    assert status.message == "reservation r ended since it was chosen"

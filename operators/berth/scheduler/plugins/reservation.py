@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
+from berth.api.base import format_time
 from berth.api.duration import DurationError, format_duration, parse_duration
 from berth.api.reservation import AllocatePolicy, ReservationPhase
 from berth.api.reservation import Reservation as ReservationObject
@@ -105,12 +106,14 @@ def facts(pod: PodInfo) -> PodFacts:
     )
 
 
-def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None) -> str:
+def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None, now: datetime) -> str:
     """Why the pod may not use this reservation, or "" (the checks of ``usable`` in order)."""
     reservation = held.reservation
     phase = reservation.status.phase if reservation.status else None
     if phase != ReservationPhase.AVAILABLE:
         return f"phase {phase}"
+    if held.expiry is not None and now >= held.expiry:
+        return f"expired at {format_time(held.expiry)}, not marked Failed yet"
     if held.used_up:
         return "allocateOnce and already allocated"
     if not is_owner(reservation, facts(pod)):
@@ -130,6 +133,12 @@ def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None) ->
     ):
         return "Restricted and the pod does not fit in what is left"
     return ""
+
+
+def expired(held: Held, now: datetime) -> bool:
+    """Past its expiry: ended, though the operator (behind after a restart, say) has not
+    written Failed yet; it takes no owner more."""
+    return held.expiry is not None and now >= held.expiry
 
 
 def fits_restricted(held: Held, requests: Resources) -> bool:
@@ -206,10 +215,12 @@ class Reservation(Plugin):
         installed profile a millisecond a pod at 5000 nodes)."""
         index = self._owner_index(self.handle.view.custom.get(RESERVATION, {}))
         candidates = index.candidates(pod.labels.items())
+        now = self.handle.clock()
         return [
             h
             for h in self.book.held.values()
-            if (h.uid in candidates or h.uid not in index.known) and not held_back(pod, h, affinity)
+            if (h.uid in candidates or h.uid not in index.known)
+            and not held_back(pod, h, affinity, now)
         ]
 
     # -- PreFilter / Score ----------------------------------------------------------------
@@ -253,8 +264,10 @@ class Reservation(Plugin):
 
     def _no_match(self, pod: PodInfo, affinity: ReservationAffinity) -> str:
         """NO_MATCH, with why each reservation was not usable (up to a few of them)."""
+        now = self.handle.clock()
         verdicts = sorted(
-            f"{held.name}: {held_back(pod, held, affinity)}" for held in self.book.held.values()
+            f"{held.name}: {held_back(pod, held, affinity, now)}"
+            for held in self.book.held.values()
         )
         if not verdicts:
             return NO_MATCH
@@ -339,8 +352,11 @@ class Reservation(Plugin):
                 await writer.reservation_status(
                     chosen.name, {"currentOwners": [owner]}, version, still=unclaimed
                 )
-            if chosen is not None and chosen.uid not in self.book.held:
-                # Ended (or deleted) while the binding waited its turn: not an owner's now.
+            if chosen is not None and (
+                chosen.uid not in self.book.held or expired(chosen, self.handle.clock())
+            ):
+                # Ended, expired or deleted while the binding waited its turn: not an
+                # owner's now.
                 return Status(
                     Code.ERROR, (f"reservation {chosen.name} ended since it was chosen",), self.name
                 )
@@ -374,10 +390,11 @@ class Reservation(Plugin):
             return may_own(screen, labels) and is_owner(reservation, pod_facts)
 
         verdicts = []
+        now = self.handle.clock()
         for held in self.book.held.values():
             if not concerns(held.reservation, held.uid):
                 continue
-            why = held_back(pod, held, affinity)
+            why = held_back(pod, held, affinity, now)
             verdicts.append(
                 {
                     "name": held.name,

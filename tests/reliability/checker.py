@@ -10,9 +10,10 @@ Safety, every snapshot:
   their mins;
 - a pod bound by the scheduler satisfied, when it was bound, its nodeSelector, its
   required node affinity, the node's NoSchedule/NoExecute taints and the node's cordon
-  (unless it tolerates the cordon's taint); a fact counts once the checker has seen it
-  for ``SLACK`` seconds before the binding (its PodScheduled=True condition's time, or,
-  without one, the look before the one that saw it bound);
+  (unless it tolerates the cordon's taint); a fact counts once the looks and a watch of
+  the nodes have seen it hold from ``SLACK`` seconds before the binding (its
+  PodScheduled=True condition's time, or, without one, the look before the one that saw
+  it bound) until ``BOUND_WITHIN`` after, judged once the looks are ``SLACK`` past it;
 - a bound pod's PodScheduled condition never says False (the binding set it True: a
   refusal written after it is the scheduler's);
 - and its required pod anti-affinity (and other pods' against it) and its DoNotSchedule
@@ -70,6 +71,9 @@ CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule
 # carry second-resolution times, and a scheduler's view lags the API by a moment (on a
 # loaded machine, seconds).
 SLACK = 5.0
+# A binding's time is its PodScheduled condition's, to the second: a node fact that ended
+# within this after it (as the looks and the node watch saw it) may have ended before it.
+BOUND_WITHIN = 2.0
 PLACEABLE_WITHIN = 30.0
 RECLAIM_WITHIN = 45.0
 TRANSITION_WITHIN = 30.0
@@ -227,6 +231,29 @@ def selects(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     )
 
 
+def node_facts(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What a binding is judged by on a node, each fact named, with what it says: its
+    taints, its cordon and its label set."""
+    spec = node.get("spec") or {}
+    facts: dict[str, Any] = {
+        f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}": t
+        for t in spec.get("taints") or []
+    }
+    if spec.get("unschedulable"):
+        facts["cordoned"] = True
+    labels = node["metadata"].get("labels") or {}
+    facts["labels " + json.dumps(labels, sort_keys=True)] = labels
+    return facts
+
+
+@dataclass
+class Span:
+    """From when to when a node fact was seen holding (``end`` None: it still does)."""
+
+    start: float
+    end: float | None = None
+
+
 def ignores_cordon(spec: Mapping[str, Any]) -> bool:
     """A pod tolerating the cordon's taint may be placed on a cordoned node (as
     kube-scheduler's NodeUnschedulable allows)."""
@@ -337,6 +364,9 @@ class Snapshot:
     # Pods of the churn's namespaces deleted since the look before, as a watch last
     # showed them: a pod created, bound and deleted between two looks is in no list.
     departed: list[Obj] = field(default_factory=list)
+    # Nodes as the node watch showed them since the look before, each as it came (None:
+    # deleted): a node can change more than once between two looks.
+    node_changes: list[tuple[float, str, Obj | None]] = field(default_factory=list)
 
     def governing(self) -> dict[str, Obj]:
         """The quota of each namespace (the oldest, as the scheduler picks)."""
@@ -434,7 +464,14 @@ class Checker:
 
     scheduler: str
     counts: Counter[str] = field(default_factory=Counter)
-    _fact_seen: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Each node's facts (a taint, the cordon, its label set) and the spans over which the
+    # looks and the node watch saw each hold; what each fact says (a taint, the labels).
+    _spans: dict[str, dict[str, list[Span]]] = field(default_factory=dict)
+    _fact_says: dict[str, Any] = field(default_factory=dict)
+    _node_version: dict[str, int] = field(default_factory=dict)  # the last applied, by node
+    # Bindings whose node rules are due once the node watch has surely shown the binding's
+    # moment: (pod, node, when it was bound).
+    _node_judge: deque[tuple[Obj, str, float]] = field(default_factory=deque)
     _bound: set[str] = field(default_factory=set)
     _pods: dict[str, Sighting] = field(default_factory=dict)
     _judged_events: set[str] = field(default_factory=set)
@@ -504,6 +541,7 @@ class Checker:
         found += self._quotas(snap, live)
         found += self._reservations(snap, live, reservations)
         found += self._new_bindings(snap, reservations)
+        found += self._node_rules(snap.taken_at)
         found += self._misexplained(snap)
         found += self._pod_rules(snap)
         over_min = self._over_min(snap, live)
@@ -681,35 +719,88 @@ class Checker:
         return found
 
     def _remember_nodes(self, snap: Snapshot) -> None:
-        """Since when each node fact (a taint, the cordon, its label set) has been seen
-        without a break: a fact that went away (uncordoned) and came back counts from its
-        return, or a binding made while the node was uncordoned would be judged against
-        the first cordon."""
-        current: set[tuple[str, str]] = set()
+        """Each node's facts over time, from the look and from the node watch's changes
+        since the look before, in the order they were seen: a node cordoned, uncordoned
+        and cordoned again between two looks is seen so by the watch, or a binding made
+        while it was uncordoned would be judged against the first cordon. A version older
+        than one applied (a watch event behind the list) is passed over."""
         for name, node in snap.nodes.items():
             self._node_labels[name] = dict(node["metadata"].get("labels") or {})
             first, _ = self._node_seen.get(name, (snap.taken_at, snap.taken_at))
             self._node_seen[name] = (first, snap.taken_at)
-            spec = node.get("spec") or {}
-            facts = [f"taint {t.get('key')}={t.get('value', '')}:{t.get('effect')}"
-                     for t in spec.get("taints") or []]  # fmt: skip
-            if spec.get("unschedulable"):
-                facts.append("cordoned")
-            facts.append(
-                "labels " + json.dumps(node["metadata"].get("labels") or {}, sort_keys=True)
-            )
-            for fact in facts:
-                self._fact_seen.setdefault((name, fact), snap.taken_at)
-                current.add((name, fact))
-        for seen in [k for k in self._fact_seen if k not in current]:
-            del self._fact_seen[seen]
+        gone = [n for n in self._spans if n not in snap.nodes]
+        seen: list[tuple[float, str, Obj | None]] = [
+            *snap.node_changes,
+            *((snap.taken_at, name, node) for name, node in snap.nodes.items()),
+            *((snap.taken_at, name, None) for name in gone),
+        ]
+        for at, name, node in sorted(seen, key=lambda s: s[0]):
+            self._observe(at, name, node)
+        for name in list(self._spans):
+            facts = self._spans[name]
+            for fact in list(facts):
+                facts[fact] = [
+                    s for s in facts[fact] if s.end is None or s.end > snap.taken_at - 120
+                ]
+                if not facts[fact]:
+                    del facts[fact]
+            if not facts:
+                del self._spans[name]
 
-    def _settled(self, node: str, fact: str, when: float) -> bool:
-        seen = self._fact_seen.get((node, fact))
-        return seen is not None and seen <= when - SLACK
+    def _observe(self, at: float, name: str, node: Obj | None) -> None:
+        if node is not None:
+            version = str(node["metadata"].get("resourceVersion") or "")
+            if version.isdigit():
+                if int(version) <= self._node_version.get(name, -1):
+                    return
+                self._node_version[name] = int(version)
+        else:
+            self._node_version.pop(name, None)
+        facts = node_facts(node) if node is not None else {}
+        spans = self._spans.setdefault(name, {})
+        for fact, history in spans.items():
+            if history[-1].end is None and fact not in facts:
+                history[-1].end = at
+        for fact, says in facts.items():
+            self._fact_says.setdefault(fact, says)
+            history = spans.setdefault(fact, [])
+            if not history or history[-1].end is not None:
+                history.append(Span(at))
+
+    def _held(self, node: str, fact: str, when: float) -> bool:
+        """The fact was seen holding from ``SLACK`` before the binding until after it."""
+        return any(
+            s.start <= when - SLACK and (s.end is None or s.end >= when + BOUND_WITHIN)
+            for s in self._spans.get(node, {}).get(fact, ())
+        )
+
+    def _node_rules(self, now: float) -> list[str]:
+        """The bindings whose moment the looks and the node watch have surely passed,
+        judged by the node's facts then: cordon, taints, selector and affinity."""
+        found = []
+        while self._node_judge and self._node_judge[0][2] + SLACK <= now:
+            pod, node_name, when = self._node_judge.popleft()
+            who = key(pod)
+            spec = pod["spec"]
+            for fact in list(self._spans.get(node_name, {})):
+                if not self._held(node_name, fact, when):
+                    continue
+                says = self._fact_says[fact]
+                if fact == "cordoned":
+                    if not ignores_cordon(spec):
+                        found.append(f"pod {who} bound to {node_name} after it was cordoned")
+                elif fact.startswith("taint "):
+                    if says.get("effect") in BLOCKING_EFFECTS and not tolerates(
+                        spec.get("tolerations") or [], says
+                    ):
+                        found.append(f"pod {who} bound to {node_name} despite untolerated {fact}")
+                elif not selects(spec, {"metadata": {"name": node_name, "labels": says}}):
+                    found.append(f"pod {who} bound to {node_name}: nodeSelector/affinity not met")
+        return found
 
     def _new_bindings(self, snap: Snapshot, reservations: dict[str, Obj]) -> list[str]:
-        """Judge each binding once, against the node as it was (surely) when it was made."""
+        """Count each binding once, judge it by the reservations as they were (surely) when
+        it was made, and queue it for the node rules."""
         found = []
         for pod in snap.pods:
             uid = pod["metadata"]["uid"]
@@ -726,32 +817,11 @@ class Checker:
             self.bound_per_namespace[pod["metadata"]["namespace"]] += 1
             # Without the binding's own time, the earliest it can have been: the look before.
             when = bound_at(pod) or self._look_before or snap.taken_at
-            node = snap.nodes.get(node_name)
-            if node is None:
-                continue
-            who = key(pod)
-            spec = node.get("spec") or {}
-            if (
-                spec.get("unschedulable")
-                and not ignores_cordon(pod["spec"])
-                and self._settled(node_name, "cordoned", when)
-            ):
-                found.append(f"pod {who} bound to {node_name} after it was cordoned")
-            for taint in spec.get("taints") or []:
-                fact = f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
-                if (
-                    taint.get("effect") in BLOCKING_EFFECTS
-                    and not tolerates(pod["spec"].get("tolerations") or [], taint)
-                    and self._settled(node_name, fact, when)
-                ):
-                    found.append(f"pod {who} bound to {node_name} despite untolerated {fact}")
-            labels = "labels " + json.dumps(node["metadata"].get("labels") or {}, sort_keys=True)
-            if not selects(pod["spec"], node) and self._settled(node_name, labels, when):
-                found.append(f"pod {who} bound to {node_name}: nodeSelector/affinity not met")
+            self._node_judge.append((pod, node_name, when))
             name = allocated_from(pod)
             ended = self._terminal_seen.get(name or "")
             if name and ended is not None and ended <= when - SLACK:
-                found.append(f"pod {who} allocated from reservation {name} after it ended")
+                found.append(f"pod {key(pod)} allocated from reservation {name} after it ended")
         return found
 
     def _misexplained(self, snap: Snapshot) -> list[str]:

@@ -28,7 +28,7 @@ from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
-from tests.reliability.departures import Departures
+from tests.reliability.watches import Departures, NodeChanges
 from tests.support import REPO, eventually
 
 # How long the load may take to settle afterwards: the longest liveness bound, twice.
@@ -59,6 +59,7 @@ class Outcome:
     # reader of a report (the checker never reads it).
     berth_said: list[str] = field(default_factory=list)
     departures: Departures | None = None  # of the quota namespaces, while the churn runs
+    node_changes: NodeChanges | None = None  # every node's, while the churn runs
     # Berth's own figures at the end of the load (its metrics), for the reader of a report.
     berth_figures: str = ""
 
@@ -67,6 +68,8 @@ class Outcome:
         snap = await snapshot(api, namespaces)
         if self.departures is not None:
             snap.departed = self.departures.take()
+        if self.node_changes is not None:
+            snap.node_changes = self.node_changes.take()
         return snap
 
     def report(self, name: str) -> str:
@@ -259,7 +262,9 @@ async def churned(
     if scale.pods_per_node is not None:
         churn.max_pods = scale.pods_per_node * scale.nodes
     departures = Departures(api, namespaces[1:])
-    outcome = Outcome(churn, Checker(scheduler), departures=departures)
+    node_changes = NodeChanges(api)
+    outcome = Outcome(churn, Checker(scheduler), departures=departures, node_changes=node_changes)
+    node_changes.start()
     await churn.setup(scale.nodes)
     departures.start()
     berth.start()
@@ -323,6 +328,7 @@ async def churned(
                 task.cancel()
         await churn.close()
         await departures.stop()
+        await node_changes.stop()
     return outcome
 
 

@@ -60,10 +60,27 @@ def test_a_binding_while_uncordoned_is_not_judged_against_an_earlier_cordon() ->
     # Bound at +20 while schedulable; cordoned again by the next look at +21.
     early = bound("early", "n1", T0 + 20)
     assert judge(checker, T0 + 21, node("n1", cordoned=True), early) == []
-    # Bound at +30 to the node cordoned since +21: that one broke the rule.
+    # Bound at +30 to the node cordoned since +21: that one broke the rule. Each binding
+    # is judged once the looks have surely passed its moment (SLACK after it).
     late = bound("late", "n1", T0 + 30)
-    found = judge(checker, T0 + 31, node("n1", cordoned=True), early, late)
+    assert judge(checker, T0 + 31, node("n1", cordoned=True), early, late) == []
+    found = judge(checker, T0 + 36, node("n1", cordoned=True), early, late)
     assert found == ["pod free/late bound to n1 after it was cordoned"]
+
+
+def test_a_node_cordoned_again_between_two_looks_is_judged_by_the_node_watch() -> None:
+    """The looks see n1 cordoned at +0 and at +20; the node watch saw it uncordoned at +8
+    and cordoned again at +14. A binding at +12 is fair, one at +19 is not."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert judge(checker, T0, node("n1", cordoned=True)) == []
+    fair, unfair = bound("fair", "n1", T0 + 12), bound("unfair", "n1", T0 + 19)
+    changes = [(T0 + 8, "n1", node("n1")), (T0 + 14, "n1", node("n1", cordoned=True))]
+    look = Snapshot(T0 + 20, {"n1": node("n1", cordoned=True)}, [fair, unfair], [], [])
+    look.node_changes = changes
+    assert checker.check(look) == []
+    found = judge(checker, T0 + 25, node("n1", cordoned=True), fair, unfair)
+    assert found == ["pod free/unfair bound to n1 after it was cordoned"]
 
 
 def test_a_pod_tolerating_the_cordon_may_be_bound_to_a_cordoned_node() -> None:
@@ -73,7 +90,8 @@ def test_a_pod_tolerating_the_cordon_may_be_bound_to_a_cordoned_node() -> None:
     toleration = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}
     tolerating = bound("tolerating", "n1", T0 + 10, tolerations=[toleration])
     other = bound("other", "n1", T0 + 10)
-    found = judge(checker, T0 + 11, node("n1", cordoned=True), tolerating, other)
+    assert judge(checker, T0 + 11, node("n1", cordoned=True), tolerating, other) == []
+    found = judge(checker, T0 + 16, node("n1", cordoned=True), tolerating, other)
     assert found == ["pod free/other bound to n1 after it was cordoned"]
 
 

@@ -1,0 +1,117 @@
+"""What the checker's looks, a second or more apart, cannot show, from watches: pods
+deleted in some namespaces (a pod created, placed and deleted between two looks), and
+every change of every node (one cordoned, uncordoned and cordoned again between two)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+Obj = dict[str, Any]
+
+WATCH_SECONDS = 60  # the server ends each watch after this; it is resumed from its version
+RETRY_SECONDS = 0.5
+
+
+class Departures:
+    """A watch per namespace; ``take`` returns the pods deleted since the last take."""
+
+    def __init__(self, api: ApiClient, namespaces: Iterable[str]) -> None:
+        self.core = CoreV1Api(api)
+        self.namespaces = list(namespaces)
+        self._gone: list[Obj] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(
+                _watch(functools.partial(self.core.list_namespaced_pod, n), self._on)
+            )
+            for n in self.namespaces
+        ]
+
+    async def stop(self) -> None:
+        await _cancel(self._tasks)
+
+    def take(self) -> list[Obj]:
+        gone, self._gone = self._gone, []
+        return gone
+
+    def _on(self, kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            self._gone.append(obj)
+
+
+class NodeChanges:
+    """A watch of the nodes; ``take`` returns each node as it came since the last take,
+    with when it came (None for a deleted node)."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.core = CoreV1Api(api)
+        self._changes: list[tuple[float, str, Obj | None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(_watch(self.core.list_node, self._on))]
+
+    async def stop(self) -> None:
+        await _cancel(self._tasks)
+
+    def take(self) -> list[tuple[float, str, Obj | None]]:
+        changes, self._changes = self._changes, []
+        return changes
+
+    def _on(self, kind: str, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        self._changes.append((time.time(), name, None if kind == "DELETED" else obj))
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _watch(listing: Callable[..., Any], on: Callable[[str, Obj], None]) -> None:
+    """Watch from now on, resumed from the last version after each server timeout, from
+    now again after an expiry (410): what happened meanwhile is lost to it."""
+    version: str | None = None
+    while True:
+        try:
+            response = await listing(
+                watch=True,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_SECONDS,
+                _preload_content=False,
+                resource_version=version or "",  # "": from now on
+            )
+            async with contextlib.aclosing(_lines(response)) as lines:
+                async for event in lines:
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = None
+                        break
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") != "BOOKMARK":
+                        on(event.get("type") or "", obj)
+        except (ApiException, aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            await asyncio.sleep(RETRY_SECONDS)
+
+
+async def _lines(response: Any) -> Any:
+    """The watch's events, one JSON object per line."""
+    try:
+        async for line in response.content:
+            if line.strip():
+                yield json.loads(line)
+    finally:
+        response.release()

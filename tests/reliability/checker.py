@@ -767,6 +767,11 @@ class Checker:
             if not history or history[-1].end is not None:
                 history.append(Span(at))
 
+    @property
+    def judging(self) -> bool:
+        """Bindings still waiting for the looks to pass their moment."""
+        return bool(self._node_judge)
+
     def _held(self, node: str, fact: str, when: float) -> bool:
         """The fact was seen holding from ``SLACK`` before the binding until after it."""
         return any(

@@ -334,7 +334,8 @@ async def churned(
 
 async def settle(api: ApiClient, namespaces: list[str], outcome: Outcome) -> None:
     """At rest: statuses agree with the pods, expected transitions happened, and no pod
-    some node could take is left Pending; the per-second checks go on meanwhile."""
+    some node could take is left Pending; the per-second checks go on meanwhile, at
+    least until the last bindings have been judged."""
     checker = outcome.checker
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_WITHIN
@@ -345,7 +346,7 @@ async def settle(api: ApiClient, namespaces: list[str], outcome: Outcome) -> Non
         last = checker.at_rest(snap) + [
             f"at rest, Pending though placeable: {p}" for p in checker.placeable
         ]
-        if not last or loop.time() > deadline:
+        if (not last and not checker.judging) or loop.time() > deadline:
             break
         await asyncio.sleep(1)
     outcome.found.extend(last)

@@ -72,13 +72,15 @@ MUTATIONS = {
     # A cordon reaches a scheduler twice: spec.unschedulable (NodeUnschedulable) and the
     # node.kubernetes.io/unschedulable taint the node lifecycle controller adds for it
     # within moments (TaintToleration). Ignoring the cordon is ignoring both.
+    # A node cordoned for more than SLACK with room on it, and a pod bound there: a churn
+    # of 90 s made one in some runs and none in others.
     "cordon ignored": Mutation(
-        disable("NodeUnschedulable", "TaintToleration"), "after it was cordoned"
+        disable("NodeUnschedulable", "TaintToleration"), "after it was cordoned", seconds=240
     ),
     "node affinity ignored": Mutation(disable("NodeAffinity"), "nodeSelector/affinity not met"),
     "capacity ignored": Mutation(disable("NodeResourcesFit"), "allocatable"),
     # Two pods of one namespace that exclude each other by zone, both bound SLACK apart:
-    # a churn of 90 s made one in some runs and none in others.
+    # likewise.
     "pod anti-affinity ignored": Mutation(
         disable("InterPodAffinity"), "anti-affinity", seconds=240
     ),

@@ -44,12 +44,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the integration tests against this kubeconfig instead of the local cluster",
     )
     parser.addoption(
-        "--reliability",
-        action="store_true",
-        default=False,
-        help="the short churn and crash variants too (tests/reliability/test_reliability.py)",
-    )
-    parser.addoption(
         "--mutations",
         action="store_true",
         default=False,
@@ -64,8 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The migration burst runs in the suite; the churn and crash variants and the mutation
-    runs only when asked for."""
+    """The short churn, crash and migration runs are part of the suite; the mutation runs
+    only when asked for."""
     mutations = config.getoption("mutations")
     for item in items:
         if "tests/integration/" in item.nodeid:
@@ -77,14 +71,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if mutation and not mutations:
             item.add_marker(
                 pytest.mark.skip(reason="the mutation runs take 15-25 minutes: tox -e mutations")
-            )
-        churn = "tests/reliability/test_reliability.py" in item.nodeid
-        if churn and not (config.getoption("reliability") or config.getoption("long")):
-            item.add_marker(
-                pytest.mark.skip(
-                    reason="the churn and crash runs still report over-committed nodes and "
-                    "reclaim victims now and then (docs/operations.md): tox -e reliability-short"
-                )
             )
 
 

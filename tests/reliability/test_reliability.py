@@ -4,7 +4,7 @@ every second, liveness with stated bounds (a placeable pod is bound within 30 s,
 within its quota's min within 45 s by reclaim, reservation transitions within 30 s), and
 the at-rest checks after the load.
 
-The short variants run with `--reliability` (tox -e reliability-short); `--long`
+The short variants run in the suite (alone: tox -e reliability-short); `--long`
 (tox -e reliability) runs 200+ nodes and thousands of pods. Each test prints its counts:
 pods, bindings per namespace, evictions judged, kills, checks, violations.
 """

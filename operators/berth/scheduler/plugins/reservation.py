@@ -106,14 +106,20 @@ def facts(pod: PodInfo) -> PodFacts:
     )
 
 
+def expired_at(held: Held, now: datetime) -> datetime | None:
+    """Its expiry, once past: ended, though the operator (behind after a restart, say)
+    has not written Failed yet; it takes no owner more."""
+    return held.expiry if held.expiry is not None and now >= held.expiry else None
+
+
 def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None, now: datetime) -> str:
     """Why the pod may not use this reservation, or "" (the checks of ``usable`` in order)."""
     reservation = held.reservation
     phase = reservation.status.phase if reservation.status else None
     if phase != ReservationPhase.AVAILABLE:
         return f"phase {phase}"
-    if held.expiry is not None and now >= held.expiry:
-        return f"expired at {format_time(held.expiry)}, not marked Failed yet"
+    if (expiry := expired_at(held, now)) is not None:
+        return f"expired at {format_time(expiry)}, not marked Failed yet"
     if held.used_up:
         return "allocateOnce and already allocated"
     if not is_owner(reservation, facts(pod)):
@@ -133,12 +139,6 @@ def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None, no
     ):
         return "Restricted and the pod does not fit in what is left"
     return ""
-
-
-def expired(held: Held, now: datetime) -> bool:
-    """Past its expiry: ended, though the operator (behind after a restart, say) has not
-    written Failed yet; it takes no owner more."""
-    return held.expiry is not None and now >= held.expiry
 
 
 def fits_restricted(held: Held, requests: Resources) -> bool:
@@ -353,7 +353,8 @@ class Reservation(Plugin):
                     chosen.name, {"currentOwners": [owner]}, version, still=unclaimed
                 )
             if chosen is not None and (
-                chosen.uid not in self.book.held or expired(chosen, self.handle.clock())
+                chosen.uid not in self.book.held
+                or expired_at(chosen, self.handle.clock()) is not None
             ):
                 # Ended, expired or deleted while the binding waited its turn: not an
                 # owner's now.

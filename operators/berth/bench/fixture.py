@@ -10,10 +10,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, TypeVar
 
+import orjson
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.bench.workloads import NAMESPACES, ZONE_KEY, Workload
+from berth.kube.client import checked, succeeded
+from berth.kube.watch import LIST_PAGE
 from berth.kube.write import NODE, POD, ApiWriter, Conflict, Kind, NotFound
 from berth.localcluster.kubectl import Kubectl, KubectlError
 from berth.localcluster.paths import REPO_DIR
@@ -139,25 +142,55 @@ class Fixture:
     async def clear_pods(self) -> None:
         """Delete every pod of the benchmark's namespaces, and wait until gone.
 
-        A collection delete of thousands of pods can outlast the API server's request
-        timeout (504) on a loaded machine; it goes on server-side, so it is asked again
-        until nothing is left.
+        One deletion per pod, ``CREATE_CONCURRENCY`` at a time, with no grace: the API
+        server deletes a collection one pod after another, so a collection of tens of
+        thousands outlasts its request timeout and is cut off part way. The deadline runs
+        from the last time fewer pods were left, as so many take longer than
+        ``READY_TIMEOUT``.
         """
         deadline = time.monotonic() + READY_TIMEOUT
+        fewest: int | None = None
         while time.monotonic() < deadline:
-            left = 0
-            for namespace in NAMESPACES:
-                listed = await self.core.list_namespaced_pod(namespace, limit=1)
-                if listed.items:
-                    left += 1
-                    with contextlib.suppress(ApiException, TimeoutError):
-                        await self.core.delete_collection_namespaced_pod(
-                            namespace, grace_period_seconds=0
-                        )
+            left = [
+                (namespace, name)
+                for namespace in NAMESPACES
+                for name in await self._pods(namespace)
+            ]
             if not left:
                 return
+            if fewest is None or len(left) < fewest:
+                fewest = len(left)
+                deadline = time.monotonic() + READY_TIMEOUT
+            await for_each(left, self._delete_pod, CREATE_CONCURRENCY)
             await asyncio.sleep(0.5)
-        raise FixtureError(f"pods still present {READY_TIMEOUT:.0f}s after their deletion")
+        raise FixtureError(
+            f"{fewest} pods still present {READY_TIMEOUT:.0f}s after fewer were last left"
+        )
+
+    async def _pods(self, namespace: str) -> list[str]:
+        """The names of the namespace's pods, in pages, parsed without the client's models
+        (tens of thousands of them would take a minute)."""
+        names: list[str] = []
+        token = ""
+        while True:
+            paging: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False}
+            if token:
+                paging["_continue"] = token
+            response = await checked(await self.core.list_namespaced_pod(namespace, **paging))
+            body = orjson.loads(await response.read())
+            names.extend(item["metadata"]["name"] for item in body.get("items") or [])
+            token = (body.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return names
+
+    async def _delete_pod(self, pod: tuple[str, str]) -> None:
+        namespace, name = pod
+        with contextlib.suppress(ApiException):  # gone already, or the next round asks again
+            await succeeded(
+                self.core.delete_namespaced_pod(
+                    name, namespace, grace_period_seconds=0, _preload_content=False
+                )
+            )
 
     async def create_pods(self, pods: list[dict[str, Any]]) -> dict[str, float]:
         """Create the pods, ``CREATE_CONCURRENCY`` at a time: each pod's creation time."""

@@ -146,6 +146,7 @@ def _bench(args: argparse.Namespace) -> int:
         qps=args.qps,
         burst=args.burst,
         rate=args.rate,
+        bound_per_node=args.bound_per_node,
     )
     cluster = LocalCluster.default()
     binaries = ensure_built(say)
@@ -316,6 +317,12 @@ def parser() -> argparse.ArgumentParser:
         "--curve",
         type=_node_counts,
         help="node counts of the scale curve, e.g. 500,1000,2000 (replaces --nodes)",
+    )
+    bench.add_argument(
+        "--bound-per-node",
+        type=float,
+        help="pods already bound per node, created once per node count and kept across its "
+        "trials (default: the workload's scheduler_perf proportion)",
     )
     bench.add_argument("--repeats", type=int, default=3, help="runs of each side (default 3)")
     bench.add_argument(

@@ -32,6 +32,12 @@ def test_sizes_keep_the_5000_node_proportions() -> None:
     assert WORKLOADS["SchedulingBasic"].sizes(1000, 500) == (50, 500)
 
 
+def test_bound_pods_per_node_set_the_initial_pods_alone() -> None:
+    # The curve of memory against pods: 10 bound a node, whatever the measured count.
+    assert WORKLOADS["SchedulingBasic"].sizes(5000, 2000, bound_per_node=10) == (50000, 2000)
+    assert WORKLOADS["SchedulingBasic"].sizes(500, None, bound_per_node=10) == (5000, 1000)
+
+
 def test_nodes_are_scheduler_perf_s_default_node_with_round_robin_zones() -> None:
     spreading = WORKLOADS["TopologySpreading"]
     zones = [spreading.node(i)["metadata"]["labels"][ZONE_KEY] for i in range(4)]

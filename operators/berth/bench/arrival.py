@@ -18,7 +18,7 @@ from berth.bench.fixture import Fixture
 from berth.bench.process import SideProcess
 from berth.bench.sides import Side
 from berth.bench.stats import percentile
-from berth.bench.workloads import Workload
+from berth.bench.workloads import MEASURED_NAMESPACE, Workload
 from berth.kube.write import POD
 
 WARMUP = "pod-warmup"
@@ -63,9 +63,8 @@ async def run_latency(
     rate: float,
     say: Callable[[str], None],
 ) -> Latency:
-    await fixture.clear_pods()
+    await fixture.clear_pods((MEASURED_NAMESPACE,))
     await fixture.nodes_ready()
-    await fixture.create_pods([workload.init_pod(i, nodes) for i in range(init_pods)])
     process = SideProcess(side)
     await process.start()
     try:

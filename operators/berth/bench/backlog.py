@@ -20,7 +20,7 @@ from berth.bench.bindings import BindWatch
 from berth.bench.fixture import Fixture
 from berth.bench.process import SideProcess, apiserver_pid, cpu_seconds
 from berth.bench.sides import Side
-from berth.bench.workloads import Workload
+from berth.bench.workloads import MEASURED_NAMESPACE, Workload
 
 POLL_SECONDS = 0.25
 
@@ -99,9 +99,8 @@ async def run_trial(
     pods: int,
     say: Callable[[str], None],
 ) -> Trial:
-    await fixture.clear_pods()
+    await fixture.clear_pods((MEASURED_NAMESPACE,))
     await fixture.nodes_ready()
-    await fixture.create_pods([workload.init_pod(i, nodes) for i in range(init_pods)])
     await fixture.create_pods([workload.measured_pod(i, side.scheduler_name) for i in range(pods)])
     say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")
     process = SideProcess(side)

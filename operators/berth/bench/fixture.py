@@ -7,14 +7,14 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.bench.workloads import NAMESPACES, ZONE_KEY, Workload
+from berth.bench.workloads import INIT_NAMESPACE, NAMESPACES, ZONE_KEY, Workload
 from berth.kube.client import checked, succeeded
 from berth.kube.watch import LIST_PAGE
 from berth.kube.write import NODE, POD, ApiWriter, Conflict, Kind, NotFound
@@ -139,8 +139,37 @@ class Fixture:
             f"{READY_TIMEOUT:.0f}s (kwok's heartbeats behind: is the machine overloaded?)"
         )
 
-    async def clear_pods(self) -> None:
-        """Delete every pod of the benchmark's namespaces, and wait until gone.
+    async def initial_pods(self, workload: Workload, count: int, nodes: int) -> None:
+        """Exactly the workload's ``count`` initial pods, created bound, and kwok done with
+        them (every one Running), so that no side's trial pays for kwok's catching up.
+
+        Created once per case and kept across its trials: every side sees the same bound
+        pods, and tens of thousands of them are not made again for each trial."""
+        await self.clear_pods()
+        if not count:
+            return
+        self.say(f"creating {count} initial pod(s), bound, for {workload.name}")
+        started = time.monotonic()
+        await self.create_pods([workload.init_pod(i, nodes) for i in range(count)])
+        # The deadline runs from the last time more were Running: kwok takes minutes over
+        # tens of thousands on a loaded machine.
+        deadline = time.monotonic() + READY_TIMEOUT
+        running = most = 0
+        while time.monotonic() < deadline:
+            running = sum(phase == "Running" for _, phase in await self._pods(INIT_NAMESPACE))
+            if running >= count:
+                took = time.monotonic() - started
+                self.say(f"  {count} initial pod(s) Running after {took:.0f}s")
+                return
+            if running > most:
+                most = running
+                deadline = time.monotonic() + READY_TIMEOUT
+            await asyncio.sleep(1.0)
+        raise FixtureError(f"{count - running} of {count} initial pods not Running in time")
+
+    async def clear_pods(self, namespaces: Sequence[str] = NAMESPACES) -> None:
+        """Delete every pod of ``namespaces`` (the benchmark's, by default), and wait until
+        gone.
 
         One deletion per pod, ``CREATE_CONCURRENCY`` at a time, with no grace: the API
         server deletes a collection one pod after another, so a collection of tens of
@@ -153,8 +182,8 @@ class Fixture:
         while time.monotonic() < deadline:
             left = [
                 (namespace, name)
-                for namespace in NAMESPACES
-                for name in await self._pods(namespace)
+                for namespace in namespaces
+                for name, _ in await self._pods(namespace)
             ]
             if not left:
                 return
@@ -167,10 +196,10 @@ class Fixture:
             f"{fewest} pods still present {READY_TIMEOUT:.0f}s after fewer were last left"
         )
 
-    async def _pods(self, namespace: str) -> list[str]:
-        """The names of the namespace's pods, in pages, parsed without the client's models
-        (tens of thousands of them would take a minute)."""
-        names: list[str] = []
+    async def _pods(self, namespace: str) -> list[tuple[str, str]]:
+        """The namespace's pods' names and phases, in pages, parsed without the client's
+        models (tens of thousands of them would take a minute)."""
+        names: list[tuple[str, str]] = []
         token = ""
         while True:
             paging: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False}
@@ -178,7 +207,10 @@ class Fixture:
                 paging["_continue"] = token
             response = await checked(await self.core.list_namespaced_pod(namespace, **paging))
             body = orjson.loads(await response.read())
-            names.extend(item["metadata"]["name"] for item in body.get("items") or [])
+            names.extend(
+                (item["metadata"]["name"], (item.get("status") or {}).get("phase") or "")
+                for item in body.get("items") or []
+            )
             token = (body.get("metadata") or {}).get("continue") or ""
             if not token:
                 return names

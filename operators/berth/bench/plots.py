@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from berth.bench.backlog import Trial
 from berth.bench.sides import SIDES
@@ -28,6 +29,17 @@ def _series(
             by_nodes.setdefault(trial.nodes, []).append(value(trial))
     nodes = sorted(by_nodes)
     return nodes, [Spread.of(by_nodes[n]) for n in nodes]
+
+
+def _node_axis(axis: Any, curve: Sequence[Trial]) -> None:
+    """Nodes along the bottom; with the bound pods under each count when they grow too."""
+    bound = {t.nodes: t.init_pods for t in curve}
+    if len(set(bound.values())) > 1:
+        counts = sorted(bound)
+        axis.set_xticks(counts, [f"{n}\n{bound[n]:,} bound" for n in counts], fontsize=7)
+        axis.set_xlabel("nodes, and pods bound before the trial")
+    else:
+        axis.set_xlabel("nodes")
 
 
 def plot(trials: Sequence[Trial], footer: str, path: Path) -> Path | None:
@@ -55,7 +67,7 @@ def plot(trials: Sequence[Trial], footer: str, path: Path) -> Path | None:
                 ]
                 axis.errorbar(nodes, medians, yerr=errors, marker="o", capsize=3, label=side)
             axis.set_title(title)
-            axis.set_xlabel("nodes")
+            _node_axis(axis, curve)
             axis.set_ylim(bottom=0)
             axis.grid(alpha=0.3)
             if axis.get_legend_handles_labels()[0]:

@@ -38,6 +38,8 @@ class Plan:
     burst: int
     rate: float | None = None
     """Pods per second for the arrival-rate latency mode; None: the backlog."""
+    bound_per_node: float | None = None
+    """Pods already bound per node in every trial; None: the workload's proportion."""
 
 
 def say_plugins(say: Callable[[str], None], sides: Sequence[str]) -> None:
@@ -108,8 +110,9 @@ async def _run_case(
     outcome: Outcome,
     say: Callable[[str], None],
 ) -> None:
-    init, pods = workload.sizes(nodes, plan.pods)
+    init, pods = workload.sizes(nodes, plan.pods, plan.bound_per_node)
     await fixture.nodes(workload, nodes)
+    await fixture.initial_pods(workload, init, nodes)
     if INSTALLED in plan.sides:
         await installed.create(fixture.writer, workload, nodes)
     for repeat, label in alternating(plan.sides, plan.repeats):

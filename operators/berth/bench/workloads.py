@@ -127,14 +127,19 @@ class Workload:
     threshold: float | None
     """scheduler_perf's CI floor for the 5000-node case (pods/s, 36-core CI machine)."""
 
-    def sizes(self, nodes: int, measured: int | None = None) -> tuple[int, int]:
+    def sizes(
+        self, nodes: int, measured: int | None = None, bound_per_node: float | None = None
+    ) -> tuple[int, int]:
         """(initial pods, measured pods) for ``nodes`` nodes; ``measured`` overrides the
-        latter and scales the former with it."""
+        latter and scales the former with it; ``bound_per_node`` sets the former alone (the
+        pods already bound in every side's view, for the curve of memory against pods)."""
         init = round(nodes * self.init_per_node)
         scaled = round(nodes * self.measured_per_node)
-        if measured is None:
-            return init, scaled
-        return round(init * measured / scaled), measured
+        if measured is not None:
+            init, scaled = round(init * measured / scaled), measured
+        if bound_per_node is not None:
+            init = round(nodes * bound_per_node)
+        return init, scaled
 
     def node(self, index: int) -> dict[str, Any]:
         """node-default.yaml, with the zone label put on round robin when the case has one."""

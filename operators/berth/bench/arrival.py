@@ -21,8 +21,6 @@ from berth.bench.stats import percentile
 from berth.bench.workloads import MEASURED_NAMESPACE, Workload
 from berth.kube.write import POD
 
-WARMUP = "pod-warmup"
-
 
 @dataclass(frozen=True)
 class Latency:
@@ -65,21 +63,22 @@ async def run_latency(
 ) -> Latency:
     await fixture.clear_pods((MEASURED_NAMESPACE,))
     await fixture.nodes_ready()
+    number = fixture.next_trial()
     process = SideProcess(side)
     await process.start()
     try:
         async with BindWatch(api, pods + 1) as watch:
-            warmup = workload.measured_pod(0, side.scheduler_name)
-            warmup["metadata"]["name"] = WARMUP
+            warmup = workload.measured_pod(0, side.scheduler_name, number)
+            name = warmup["metadata"]["name"] = f"t{number}-warmup"
             await fixture.writer.create(POD, warmup, namespace=warmup["metadata"]["namespace"])
-            await _wait(watch, process, lambda: WARMUP in watch.bound, deadline_for(1))
+            await _wait(watch, process, lambda: name in watch.bound, deadline_for(1))
             say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pods at {rate:g}/s")
             created: dict[str, float] = {}
             begin = time.perf_counter()
 
             async def create(index: int, at: float) -> None:
                 await asyncio.sleep(max(0.0, begin + at - time.perf_counter()))
-                body = workload.measured_pod(index, side.scheduler_name)
+                body = workload.measured_pod(index, side.scheduler_name, number)
                 created[body["metadata"]["name"]] = time.perf_counter()
                 await fixture.writer.create(POD, body, namespace=body["metadata"]["namespace"])
 

@@ -101,7 +101,10 @@ async def run_trial(
 ) -> Trial:
     await fixture.clear_pods((MEASURED_NAMESPACE,))
     await fixture.nodes_ready()
-    await fixture.create_pods([workload.measured_pod(i, side.scheduler_name) for i in range(pods)])
+    number = fixture.next_trial()
+    await fixture.create_pods(
+        [workload.measured_pod(i, side.scheduler_name, number) for i in range(pods)]
+    )
     say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")
     process = SideProcess(side)
     server = apiserver_pid(str(api.configuration.host))

@@ -69,6 +69,12 @@ class Fixture:
         self.writer = ApiWriter(api)
         self.say = say
         self._nodes: set[str] = set()
+        self._trials = 0
+
+    def next_trial(self) -> int:
+        """A number no earlier trial of this run had, for its pods' names."""
+        self._trials += 1
+        return self._trials
 
     async def namespaces(self) -> None:
         for name in NAMESPACES:

@@ -152,8 +152,12 @@ class Workload:
         pod["spec"]["nodeName"] = f"{NODE_PREFIX}{index % nodes}"
         return pod
 
-    def measured_pod(self, index: int, scheduler: str) -> dict[str, Any]:
-        return make_pod(self.measured_template, f"pod-{index}", MEASURED_NAMESPACE, scheduler)
+    def measured_pod(self, index: int, scheduler: str, trial: int | None = None) -> dict[str, Any]:
+        """A measured pod; on a cluster, named for its trial: kwok plays a deleted pod's
+        last stage by name, and minutes late under load, so a name used again in the next
+        trial would lose that trial's pod."""
+        name = f"pod-{index}" if trial is None else f"t{trial}-pod-{index}"
+        return make_pod(self.measured_template, name, MEASURED_NAMESPACE, scheduler)
 
 
 def make_pod(template: str, name: str, namespace: str, scheduler: str | None) -> dict[str, Any]:

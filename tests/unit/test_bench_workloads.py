@@ -76,9 +76,10 @@ def test_measured_pods_carry_the_templates_terms_and_the_side_s_scheduler() -> N
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"] == {"matchLabels": {"color": "green"}}
     assert sorted(term["namespaces"]) == [INIT_NAMESPACE, MEASURED_NAMESPACE]
-    # On a cluster each trial's pods have names of their own (kwok deletes by name, late).
-    named = WORKLOADS["SchedulingBasic"].measured_pod(3, "x", trial=7)
-    assert named["metadata"]["name"] == "t7-pod-3"
+    # On a cluster each batch of pods has names of its own (kwok deletes by name, late).
+    named = WORKLOADS["SchedulingBasic"].measured_pod(3, "x", batch=7)
+    assert named["metadata"]["name"] == "b7-pod-3"
+    assert WORKLOADS["SchedulingBasic"].init_pod(3, 2, batch=8)["metadata"]["name"] == "b8-init-3"
 
     (spread,) = WORKLOADS["PreferredTopologySpreading"].measured_pod(0, "x")["spec"][
         "topologySpreadConstraints"

@@ -63,13 +63,13 @@ async def run_latency(
 ) -> Latency:
     await fixture.clear_pods((MEASURED_NAMESPACE,))
     await fixture.nodes_ready()
-    number = fixture.next_trial()
+    batch = fixture.next_batch()
     process = SideProcess(side)
     await process.start()
     try:
         async with BindWatch(api, pods + 1) as watch:
-            warmup = workload.measured_pod(0, side.scheduler_name, number)
-            name = warmup["metadata"]["name"] = f"t{number}-warmup"
+            warmup = workload.measured_pod(0, side.scheduler_name, batch)
+            name = warmup["metadata"]["name"] = f"b{batch}-warmup"
             await fixture.writer.create(POD, warmup, namespace=warmup["metadata"]["namespace"])
             await _wait(watch, process, lambda: name in watch.bound, deadline_for(1))
             say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pods at {rate:g}/s")
@@ -78,7 +78,7 @@ async def run_latency(
 
             async def create(index: int, at: float) -> None:
                 await asyncio.sleep(max(0.0, begin + at - time.perf_counter()))
-                body = workload.measured_pod(index, side.scheduler_name, number)
+                body = workload.measured_pod(index, side.scheduler_name, batch)
                 created[body["metadata"]["name"]] = time.perf_counter()
                 await fixture.writer.create(POD, body, namespace=body["metadata"]["namespace"])
 

@@ -101,9 +101,9 @@ async def run_trial(
 ) -> Trial:
     await fixture.clear_pods((MEASURED_NAMESPACE,))
     await fixture.nodes_ready()
-    number = fixture.next_trial()
+    batch = fixture.next_batch()
     await fixture.create_pods(
-        [workload.measured_pod(i, side.scheduler_name, number) for i in range(pods)]
+        [workload.measured_pod(i, side.scheduler_name, batch) for i in range(pods)]
     )
     say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")
     process = SideProcess(side)

@@ -69,12 +69,13 @@ class Fixture:
         self.writer = ApiWriter(api)
         self.say = say
         self._nodes: set[str] = set()
-        self._trials = 0
+        # From the clock: a cluster kept from an earlier run has had the low numbers.
+        self._batches = int(time.time())
 
-    def next_trial(self) -> int:
-        """A number no earlier trial of this run had, for its pods' names."""
-        self._trials += 1
-        return self._trials
+    def next_batch(self) -> int:
+        """A number no earlier batch of pods of this run had, for their names."""
+        self._batches += 1
+        return self._batches
 
     async def namespaces(self) -> None:
         for name in NAMESPACES:
@@ -156,7 +157,8 @@ class Fixture:
             return
         self.say(f"creating {count} initial pod(s), bound, for {workload.name}")
         started = time.monotonic()
-        await self.create_pods([workload.init_pod(i, nodes) for i in range(count)])
+        batch = self.next_batch()
+        await self.create_pods([workload.init_pod(i, nodes, batch) for i in range(count)])
         # The deadline runs from the last time more were Running: kwok takes minutes over
         # tens of thousands on a loaded machine.
         deadline = time.monotonic() + READY_TIMEOUT

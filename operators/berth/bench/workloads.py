@@ -146,17 +146,19 @@ class Workload:
         labels = {ZONE_KEY: self.zones[index % len(self.zones)]} if self.zones else {}
         return kwok_node(f"{NODE_PREFIX}{index}", labels=labels, allocatable=NODE_ALLOCATABLE)
 
-    def init_pod(self, index: int, nodes: int) -> dict[str, Any]:
-        """An initial pod, created bound to node ``index`` mod ``nodes``."""
-        pod = make_pod(self.init_template, f"init-{index}", INIT_NAMESPACE, None)
+    def init_pod(self, index: int, nodes: int, batch: int | None = None) -> dict[str, Any]:
+        """An initial pod, created bound to node ``index`` mod ``nodes``; on a cluster,
+        named for its batch (see :meth:`measured_pod`)."""
+        name = f"init-{index}" if batch is None else f"b{batch}-init-{index}"
+        pod = make_pod(self.init_template, name, INIT_NAMESPACE, None)
         pod["spec"]["nodeName"] = f"{NODE_PREFIX}{index % nodes}"
         return pod
 
-    def measured_pod(self, index: int, scheduler: str, trial: int | None = None) -> dict[str, Any]:
-        """A measured pod; on a cluster, named for its trial: kwok plays a deleted pod's
-        last stage by name, and minutes late under load, so a name used again in the next
-        trial would lose that trial's pod."""
-        name = f"pod-{index}" if trial is None else f"t{trial}-pod-{index}"
+    def measured_pod(self, index: int, scheduler: str, batch: int | None = None) -> dict[str, Any]:
+        """A measured pod; on a cluster, named for its batch (a trial's pods): kwok plays a
+        deleted pod's last stage by name, and minutes late under load, so a name used
+        again in a later batch would lose that batch's pod."""
+        name = f"pod-{index}" if batch is None else f"b{batch}-pod-{index}"
         return make_pod(self.measured_template, name, MEASURED_NAMESPACE, scheduler)
 
 

@@ -1,6 +1,7 @@
-"""The scale curve as pictures: throughput, p99 scheduling-cycle time and peak memory of every side
-against the number of nodes, medians with the runs' range as error bars; or, at one node
-count, every workload's throughput side by side. Drawn from the trials of a CSV, with the
+"""The scale curve as pictures: throughput (from the first binding, and from the start), p99
+scheduling-cycle time and peak memory of every side against the number of nodes, medians
+with the runs' range as error bars; or, at one node count, every workload's throughput side
+by side. Drawn from the trials of a CSV, with the
 CSV's conditions line (commit, machine, command) under each."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from berth.bench.stats import Spread
 
 PANELS: tuple[tuple[str, Callable[[Trial], float]], ...] = (
     ("pods/s, first to last binding", lambda t: t.throughput),
+    ("pods/s, start (list included) to last binding", lambda t: t.overall),
     ("p99 scheduling cycle, ms", lambda t: t.cycle_p99_ms),
     ("peak resident memory, MiB", lambda t: t.peak_rss_mib),
 )
@@ -32,13 +34,17 @@ def _series(
 
 
 def _node_axis(axis: Any, curve: Sequence[Trial]) -> None:
-    """Nodes along the bottom; with the bound pods under each count when they grow too."""
+    """Nodes along the bottom on a log scale (the counts double), each count marked; with
+    the bound pods under each when they grow too."""
     bound = {t.nodes: t.init_pods for t in curve}
+    counts = sorted(bound)
+    axis.set_xscale("log")
+    axis.minorticks_off()
     if len(set(bound.values())) > 1:
-        counts = sorted(bound)
         axis.set_xticks(counts, [f"{n}\n{bound[n]:,} bound" for n in counts], fontsize=7)
         axis.set_xlabel("nodes, and pods bound before the trial")
     else:
+        axis.set_xticks(counts, [str(n) for n in counts])
         axis.set_xlabel("nodes")
 
 
@@ -54,7 +60,7 @@ def plot(trials: Sequence[Trial], footer: str, path: Path) -> Path | None:
     workloads = sorted({t.workload for t in trials})
     curve = [t for t in trials if t.workload == workloads[0]] if trials else []
     if len({t.nodes for t in curve}) > 1:
-        fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.5))
+        fig, axes = plt.subplots(1, len(PANELS), figsize=(20, 4.5))
         for axis, (title, value) in zip(axes, PANELS, strict=True):
             for side in SIDES:
                 nodes, spreads = _series(curve, side, value)

@@ -1,8 +1,8 @@
 """The scale curve as pictures: throughput (from the first binding, and from the start), p99
 scheduling-cycle time and peak memory of every side against the number of nodes, medians
 with the runs' range as error bars; or, at one node count, every workload's throughput side
-by side. Drawn from the trials of a CSV, with the
-CSV's conditions line (commit, machine, command) under each."""
+by side. Drawn from the trials of a CSV, with the CSV's conditions line (commit, machine,
+command) under each."""
 
 from __future__ import annotations
 

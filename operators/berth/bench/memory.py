@@ -471,7 +471,7 @@ def memory_bench(points: list[tuple[int, int]], repeats: int) -> str:
     memory itself, so the figures above it are from untraced runs)."""
     lines = [
         f"{'nodes':>6} {'pods':>7} {'KiB/node':>9} {'KiB/pod':>8} {'RSS MiB':>8} "
-        f"{'peak MiB':>9} {'cycle p50':>10} {'p99 ms':>7}  digest"
+        f"{'peak MiB':>9} {'list pods/s':>12} {'cycle p50':>10} {'p99 ms':>7}  digest"
     ]
     traced: list[str] = []
     for nodes, pods in points:
@@ -484,7 +484,8 @@ def memory_bench(points: list[tuple[int, int]], repeats: int) -> str:
         lines.append(
             f"{nodes:>6} {pods:>7} {median('per_node_kib'):>9.2f} {median('per_pod_kib'):>8.2f} "
             f"{median('rss_mib'):>8.1f} {median('peak_mib'):>9.1f} "
-            f"{median('cycle_p50_ms'):>7.2f} ms {median('cycle_p99_ms'):>7.2f}  {','.join(digests)}"
+            f"{median('feed_pods_per_s'):>12.0f} {median('cycle_p50_ms'):>7.2f} ms "
+            f"{median('cycle_p99_ms'):>7.2f}  {','.join(digests)}"
         )
         if not traced:
             top = _child(nodes, pods, True)["top"]

@@ -6,6 +6,7 @@ watch that ends resumes where it was, and a failing handler stops nothing."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.api.base import format_time
 from berth.kube.watch import LIST_PAGE, Informer
@@ -283,3 +285,35 @@ async def test_the_delay_is_told_for_objects_created_or_deleted_while_watched() 
     assert len(delays) == 2
     assert 5 <= delays[0] < 7  # whole-second timestamps: up to a second high
     assert 2 <= delays[1] < 4
+
+
+async def test_the_cyclic_collector_is_off_while_lists_are_read_and_on_again_after() -> None:
+    """Two lists overlapping (a pod list and a node list at start-up): the collector stays
+    off until the last is done, even when one of them fails part way."""
+    collector_on: list[bool] = []
+    first_page_read = asyncio.Event()
+    second_may_go = asyncio.Event()
+
+    async def slow(**kwargs: Any) -> Response:
+        collector_on.append(gc.isenabled())
+        if kwargs.get("_continue"):
+            await second_may_go.wait()
+            return listing("10", pod("b", "6"))
+        first_page_read.set()
+        return listing("10", pod("a", "5"), more="page-2")
+
+    async def failing(**_: Any) -> Response:
+        collector_on.append(gc.isenabled())
+        return Response(500, b"{}")
+
+    assert gc.isenabled()
+    slow_list = asyncio.create_task(Informer("pods", slow, lambda *_: None)._list())
+    await first_page_read.wait()
+    assert not gc.isenabled()
+    with pytest.raises(ApiException):
+        await Informer("nodes", failing, lambda *_: None)._list()
+    assert not gc.isenabled(), "the pod list is still reading"
+    second_may_go.set()
+    await slow_list
+    assert gc.isenabled()
+    assert collector_on == [False, False, False]

@@ -36,17 +36,21 @@ TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "k8s.io/kubernetes/cmd/kubectl",
             "k8s.io/kubernetes/cmd/kube-controller-manager",
             "k8s.io/kubernetes/cmd/kube-scheduler",
+            "k8s.io/kubernetes/cmd/kubelet",
         ),
     ),
     ("kwok", ("sigs.k8s.io/kwok/cmd/kwok", "./cmd/kwok-stages")),
+    ("helm", ("helm.sh/helm/v3/cmd/helm",)),
 )
 BINARIES = (
     "berth-apiserver",
     "kubectl",
     "kube-controller-manager",
     "kube-scheduler",
+    "kubelet",
     "kwok",
     "kwok-stages",
+    "helm",
 )
 
 
@@ -193,7 +197,8 @@ def _build_module(
     total = max(1, len(listed.stdout.split()))
     say(f"compiling {names} ({total} packages; those compiled before come from Go's cache)")
     progress.doing = f"compiling {names}"
-    command = [go, "build", "-v", "-trimpath", "-ldflags=-s -w", "-o", f"{out}/", *packages]
+    ldflags = " ".join(("-s -w", *_version_ldflags(module)))
+    command = [go, "build", "-v", "-trimpath", f"-ldflags={ldflags}", "-o", f"{out}/", *packages]
     proc = subprocess.Popen(
         command, cwd=module, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     )
@@ -212,6 +217,22 @@ def _build_module(
             errors.append(line)
     if proc.wait() != 0:
         raise BuildError(_explain("\n".join(errors)))
+
+
+def _version_ldflags(module: Path) -> tuple[str, ...]:
+    """Kubernetes binaries built from a module report the version it pins, not
+    ``v0.0.0-master``: a kubelet registers it on its Node, and clients compare it."""
+    pinned = re.search(
+        r"^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\S+)", (module / "go.mod").read_text(), re.M
+    )
+    if pinned is None:
+        return ()
+    package = "k8s.io/component-base/version"
+    return (
+        f"-X {package}.gitVersion={pinned[1]}",
+        f"-X {package}.gitMajor={pinned[2]}",
+        f"-X {package}.gitMinor={pinned[3]}",
+    )
 
 
 def _explain(stderr: str) -> str:

@@ -90,4 +90,4 @@ def test_each_binary_is_named_once_as_it_appears(tmp_path: Path) -> None:
     (tmp_path / "kubectl").touch()
     progress.poll(65.0)
     progress.poll(66.0)
-    assert said == ["  built kubectl (1/6) at 1m05s"]  # and no tick: a line was just said
+    assert said == ["  built kubectl (1/8) at 1m05s"]  # and no tick: a line was just said

@@ -222,9 +222,9 @@ def _build_module(
 def _version_ldflags(module: Path) -> tuple[str, ...]:
     """Kubernetes binaries built from a module report the version it pins, not
     ``v0.0.0-master``: a kubelet registers it on its Node, and clients compare it."""
-    pinned = re.search(
-        r"^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\S+)", (module / "go.mod").read_text(), re.M
-    )
+    gomod = module / "go.mod"
+    text = gomod.read_text() if gomod.is_file() else ""
+    pinned = re.search(r"^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\S+)", text, re.M)
     if pinned is None:
         return ()
     package = "k8s.io/component-base/version"

@@ -35,7 +35,8 @@ def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     go.write_text(FAKE_GO)
     go.chmod(go.stat().st_mode | stat.S_IEXEC)
     tools = tmp_path / "tools"
-    (tools / "kwok").mkdir(parents=True)
+    for module in ("kwok", "helm"):
+        (tools / module).mkdir(parents=True)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setattr(build, "TOOLS_DIR", tools)
     monkeypatch.setattr(build, "CACHE_DIR", tmp_path / "cache")

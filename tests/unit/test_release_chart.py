@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from berth.release import chart
+from berth.release.generated import package_version
 from tests.support import REPO
 
 CHART = REPO / "charts" / "berth"
@@ -42,7 +43,7 @@ def test_defaults_are_the_manifests_values() -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert values["controller"]["replicas"] == deployment["spec"]["replicas"]
     assert values["controller"]["resources"] == container["resources"]
-    assert f"{values['image']['repository']}:{chart.package_version()}" == container["image"]
+    assert f"{values['image']['repository']}:{package_version()}" == container["image"]
     assert values["image"]["tag"] == ""
     assert values["agent"]["tolerations"] == daemonset["spec"]["template"]["spec"]["tolerations"]
     assert values["controller"]["nodeSelector"] == {}
@@ -58,7 +59,7 @@ def test_defaults_are_the_manifests_values() -> None:
 
 def test_app_version_is_the_package_version() -> None:
     meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert meta["appVersion"] == meta["version"] == chart.package_version()
+    assert meta["appVersion"] == meta["version"] == package_version()
 
 
 def test_crds_are_the_generated_ones() -> None:
@@ -112,7 +113,7 @@ def test_two_defaults_for_one_value_are_refused(manifests: Path) -> None:
 
 def test_an_image_tag_other_than_the_package_version_is_refused(manifests: Path) -> None:
     path = manifests / "agent.yaml"
-    path.write_text(path.read_text().replace(f"berth:{chart.package_version()}", "berth:9.9.9"))
+    path.write_text(path.read_text().replace(f"berth:{package_version()}", "berth:9.9.9"))
     with pytest.raises(chart.ChartError, match=r"berth:9\.9\.9"):
         chart.expected_files(manifests)
 

@@ -1,12 +1,33 @@
-"""The ``--write``/``--check`` command line the release files' generators share: ``--write``
-makes the files, ``--check`` exits 1 naming each stale one and the command that fixes it."""
+"""What the release files' generators share: the package version they are made for, YAML
+written as people write it, and the ``--write``/``--check`` command line (``--check`` exits 1
+naming each stale file and the command that fixes it)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
+
+import yaml
+
+
+def package_version() -> str:
+    """The chart's appVersion, the image tag the manifests run, the plugin's version."""
+    return metadata.version("berth")
+
+
+class LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings (configuration files, descriptions) as ``|`` blocks."""
+
+
+def _literal(dumper: yaml.representer.BaseRepresenter, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+LiteralDumper.add_representer(str, _literal)
 
 
 def main(

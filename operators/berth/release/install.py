@@ -23,7 +23,7 @@ COMMAND: Final = "python -m berth.release.install --write install.yaml"
 HEADER: Final = (
     "# Berth as `kubectl apply -k manifests` installs it, in one file; do not edit.\n"
     f"# Rendered by `{COMMAND}`.\n"
-    "# Install: kubectl apply --server-side -f install.yaml\n"
+    "# Install: kubectl apply -f install.yaml (docs/installing.md)\n"
 )
 
 

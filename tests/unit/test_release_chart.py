@@ -123,3 +123,10 @@ def test_kustomization_fields_the_chart_does_not_reproduce_are_refused(manifests
     path.write_text(path.read_text() + "images:\n  - name: berth\n    newTag: dev\n")
     with pytest.raises(chart.ChartError, match="does not reproduce images"):
         chart.expected_files(manifests)
+
+
+def test_the_command_line_writes_and_checks(tmp_path: Path) -> None:
+    out = tmp_path / "chart"
+    assert chart.main(["--check", str(out)]) == 1
+    assert chart.main(["--write", str(out)]) == 0
+    assert chart.main(["--check", str(out)]) == 0

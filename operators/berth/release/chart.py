@@ -133,7 +133,8 @@ SLOTS: Final = (
 
 NOTES: Final = {
     "namespace": "Where Berth runs. The scheduler profile's leaderElection.resourceNamespace is\n"
-    "set to it: the controller may hold its Lease there only.",
+    "set to it (a profile of your own must have that line): the controller may hold its\n"
+    "Lease there only.",
     "createNamespace": "false: the namespace exists already (helm install --create-namespace, or\n"
     "made by hand); then uninstalling leaves it, and the ValidatingWebhookConfiguration\n"
     "berth-elasticquota that Berth writes at start, owned by the namespace, stays too.",

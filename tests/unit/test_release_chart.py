@@ -130,3 +130,10 @@ def test_the_command_line_writes_and_checks(tmp_path: Path) -> None:
     assert chart.main(["--check", str(out)]) == 1
     assert chart.main(["--write", str(out)]) == 0
     assert chart.main(["--check", str(out)]) == 0
+
+
+def test_a_block_value_inside_a_list_item_is_refused() -> None:
+    # `- resources: {{ ... }}` would render a map as a string: refused, not written.
+    tokens = {"@@0@@": (chart.Form.BLOCK, ".Values.controller.resources")}
+    with pytest.raises(chart.ChartError, match="must be a field of its own"):
+        chart._template_text({"items": [{"resources": "@@0@@"}]}, tokens)

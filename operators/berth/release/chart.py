@@ -197,11 +197,11 @@ class _Filler:
 
     namespace: str
     values: dict[str, Any]
-    lines: dict[str, tuple[Form, str]]
+    tokens: dict[str, tuple[Form, str]]
 
     def token(self, form: Form, expression: str) -> str:
-        token = f"@@{len(self.lines)}@@"
-        self.lines[token] = (form, expression)
+        token = f"@@{len(self.tokens)}@@"
+        self.tokens[token] = (form, expression)
         return token
 
     def fill(self, doc: dict[str, Any]) -> dict[str, Any]:
@@ -251,29 +251,45 @@ def _set(values: dict[str, Any], dotted: str, value: Any) -> None:
         values[last] = value
 
 
-TOKEN_LINE: Final = re.compile(r"^(?P<indent> *)(?P<key>[^\s:][^:]*): '(?P<token>@@\d+@@)'$")
+# A field of its own (not a list item's) whose whole value is one token.
+TOKEN_LINE: Final = re.compile(r"^(?P<indent> *)(?P<key>(?!- )[^\s:][^:]*): '(?P<token>@@\d+@@)'$")
 TOKEN: Final = re.compile(r"'(@@\d+@@)'")
 
 
-def _template_text(doc: dict[str, Any], lines: dict[str, tuple[Form, str]]) -> str:
+def _template_text(doc: dict[str, Any], tokens: dict[str, tuple[Form, str]]) -> str:
     """The dumped object with each token replaced by its template text."""
     out = []
-    dumped = yaml.safe_dump(doc, sort_keys=False, width=100)
-    for line in dumped.splitlines():
+    for line in yaml.safe_dump(doc, sort_keys=False, width=100).splitlines():
         match = TOKEN_LINE.match(line)
-        form, expression = lines[match["token"]] if match else (Form.INLINE, "")
-        if match and form is not Form.INLINE:
-            indent, key = len(match["indent"]), json.dumps(yaml.safe_load(match["key"]))
-            if form is Form.BLOCK:
-                line = f"{{{{- toYaml (dict {key} ({expression})) | nindent {indent} }}}}"
-            else:
-                line = (
-                    f"{{{{- with {expression} }}}}\n"
-                    f"{{{{- toYaml (dict {key} .) | nindent {indent} }}}}\n"
-                    "{{- end }}"
-                )
-        out.append(TOKEN.sub(lambda m: f"{{{{ {lines[m[1]][1]} }}}}", line))
+        form, expression = tokens[match["token"]] if match else (Form.INLINE, "")
+        if match and form is Form.BLOCK:
+            line = (
+                f"{{{{- toYaml (dict {_key(match)} ({expression})) | nindent {_indent(match)} }}}}"
+            )
+        elif match and form is Form.OPTIONAL:
+            line = (
+                f"{{{{- with {expression} }}}}\n"
+                f"{{{{- toYaml (dict {_key(match)} .) | nindent {_indent(match)} }}}}\n"
+                "{{- end }}"
+            )
+        out.append(TOKEN.sub(lambda m: _inline(tokens[m[1]]), line))
     return "\n".join(out) + "\n"
+
+
+def _key(match: re.Match[str]) -> str:
+    """The field's name as a template string literal."""
+    return json.dumps(yaml.safe_load(match["key"]))
+
+
+def _indent(match: re.Match[str]) -> int:
+    return len(match["indent"])
+
+
+def _inline(token: tuple[Form, str]) -> str:
+    form, expression = token
+    if form is not Form.INLINE:
+        raise ChartError(f"a {form.value} value must be a field of its own: {expression}")
+    return f"{{{{ {expression} }}}}"
 
 
 def _condition(doc: dict[str, Any]) -> str | None:
@@ -288,7 +304,7 @@ def _template(docs: list[dict[str, Any]], filler: _Filler, source: str) -> str:
     parts = []
     for doc in docs:
         condition = _condition(doc)
-        text = _template_text(filler.fill(copy.deepcopy(doc)), filler.lines)
+        text = _template_text(filler.fill(copy.deepcopy(doc)), filler.tokens)
         parts.append(f"{{{{- if {condition} }}}}\n{text}{{{{- end }}}}\n" if condition else text)
     header = f"{{{{- /* Generated from manifests/{source} by `{COMMAND}`; do not edit. */}}}}\n"
     return header + "---\n".join(parts)

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from berth.image.spec import ImageError
+from berth.kube.client import ConnectError
 from berth.localcluster.build import BuildError, ensure_built
 from berth.localcluster.cluster import ClusterError, LocalCluster
 from berth.localcluster.kubectl import KubectlError
@@ -35,6 +37,28 @@ def _cluster(args: argparse.Namespace) -> int:
         up = cluster.is_up()
         say(f"local cluster is {'up' if up else 'down'}; KUBECONFIG={cluster.kubeconfig}")
         return 0 if up else 1
+    return 0
+
+
+def _image(args: argparse.Namespace) -> int:
+    from berth.image import build, lock
+
+    if args.action == "lock":
+        for path in lock.refresh():
+            say(f"wrote {path}")
+    elif args.reproducible:
+        build.build_twice(say)
+    elif args.force:
+        build.build(say)
+    else:
+        build.ensure_image(say)
+    return 0
+
+
+def _version(args: argparse.Namespace) -> int:
+    from berth.version import current
+
+    sys.stdout.write(current().line() + "\n")
     return 0
 
 
@@ -207,6 +231,31 @@ def parser() -> argparse.ArgumentParser:
     actions.add_parser("build", help="build the binaries from Go modules")
     actions.add_parser("status", help="exit 0 when it is up")
     cluster.set_defaults(func=_cluster)
+
+    image = sub.add_parser(
+        "image", help="Berth's container image, built without a Docker engine or a registry"
+    )
+    image_actions = image.add_subparsers(dest="action", required=True)
+    image_build = image_actions.add_parser(
+        "build",
+        help="build the image archive (OCI layout and docker manifest) into .cache/image, "
+        "unless it is up to date with the sources, the locks and the package list",
+    )
+    image_build.add_argument(
+        "--force", action="store_true", help="build even when the archive is up to date"
+    )
+    image_build.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="build it twice from scratch and fail unless both archives are the same bytes",
+    )
+    image_actions.add_parser(
+        "lock", help="refresh image/requirements.lock and image/build-requirements.lock from PyPI"
+    )
+    image.set_defaults(func=_image)
+
+    version = sub.add_parser("version", help="the version, the Python and the commit")
+    version.set_defaults(func=_version)
 
     run = sub.add_parser("run", help="run the operators and the scheduler in one process")
     run.add_argument("--kubeconfig", help="kubeconfig path (default: in-cluster, then KUBECONFIG)")
@@ -381,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (BuildError, ClusterError, KubectlError) as err:
+    except (BuildError, ClusterError, ConnectError, ImageError, KubectlError) as err:
         say(f"error: {err}")
         return 1
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ from berth.descheduler import config as descheduler_config
 from berth.descheduler.config import DeschedulerSettings
 from berth.descheduler.service import Balancer
 from berth.health import HealthServer, Progress
-from berth.kube.client import api_client, fence_writes, load_configuration
+from berth.kube.client import api_client, fence_writes, load_configuration, wait_for_api
 from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
 from berth.migration.metrics import MigrationMetrics
 from berth.scheduler import config as scheduler_config
@@ -129,6 +129,7 @@ async def serve(
     host, _, port = options.health_address.rpartition(":")
     health = HealthServer(host or "0.0.0.0", int(port))
     async with api_client(configuration) as api:
+        await wait_for_api(api)
         lead, ready = _components(options, settings, descheduling, api, configuration, health)
         await health.start()
         logger.info("serving health and metrics", address=f"{host}:{health.port}")

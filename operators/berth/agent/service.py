@@ -29,7 +29,7 @@ from berth.agent.report import build_status, history_seconds
 from berth.agent.sampler import Sampler
 from berth.agent.window import Window
 from berth.api.nodemetric import GROUP, VERSION, NodeMetricCollectPolicy, NodeMetricSpec
-from berth.kube.client import api_client, load_configuration
+from berth.kube.client import api_client, load_configuration, wait_for_api
 from berth.kube.watch import Informer
 from berth.kube.write import NODE_METRIC, ApiWriter
 
@@ -178,6 +178,7 @@ async def serve(options: AgentOptions, stop: asyncio.Event | None = None) -> int
         return 1
     configuration = await load_configuration(options.kubeconfig)
     async with api_client(configuration) as api:
+        await wait_for_api(api)
         return await agent.run(api, stop)
 
 

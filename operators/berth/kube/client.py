@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import itertools
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import config
-from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client import ApiClient, Configuration, VersionApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
@@ -17,20 +19,77 @@ from berth import log
 logger = log.get(__name__)
 
 
+class ConnectError(RuntimeError):
+    """The API server cannot be found or reached; the message is one line saying what,
+    where, and what to do."""
+
+
 async def load_configuration(path: str | None = None, context: str | None = None) -> Configuration:
     """Connection settings from a kubeconfig file.
 
     With no path: the in-cluster service account when running in a pod, else ``KUBECONFIG``
-    or ``~/.kube/config`` as kubectl would.
+    or ``~/.kube/config`` as kubectl would. ConnectError when there are none to be had.
     """
     configuration = Configuration()
-    if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(
-            config_file=path, context=context, client_configuration=configuration
-        )
+    try:
+        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration
+            )
+    except (config.ConfigException, OSError) as err:
+        where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ConnectError(
+            f"no usable Kubernetes client configuration ({where}): {_one_line(err)}; pass "
+            "--kubeconfig, set KUBECONFIG, or run in a pod with a service account"
+        ) from None
     return configuration
+
+
+# How long a component waits for its API server before giving up, and the waits between
+# tries: about what kube components allow for theirs at start.
+CONNECT_BUDGET_SECONDS = 30.0
+CONNECT_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
+CONNECT_ATTEMPT_SECONDS = 5.0
+
+
+async def wait_for_api(api: ApiClient, budget: float | None = None) -> None:
+    """Return once the API server answers ``GET /version``, trying again with backoff for
+    up to ``budget`` seconds (default CONNECT_BUDGET_SECONDS); then ConnectError, rather
+    than a traceback from the first component that calls it."""
+    budget = CONNECT_BUDGET_SECONDS if budget is None else budget
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + budget
+    server = api.configuration.host
+    for attempt in itertools.count():
+        try:
+            version = VersionApi(api).get_code(
+                _preload_content=False, _request_timeout=CONNECT_ATTEMPT_SECONDS
+            )
+            await succeeded(version)
+            return
+        except ApiException as err:
+            if err.status and err.status < 500:
+                return  # it answered: a refusal is for the component to report
+            reason = f"HTTP {err.status} {err.reason}"
+        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            reason = _one_line(err)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise ConnectError(
+                f"cannot reach the Kubernetes API server at {server} (tried for {budget:.0f}s): "
+                f"{reason}; check that it is running and that --kubeconfig, KUBECONFIG or the "
+                "pod's service account points at it"
+            )
+        pause = min(CONNECT_BACKOFF[min(attempt, len(CONNECT_BACKOFF) - 1)], remaining)
+        logger.warning("API server not reachable yet", server=server, error=reason, retry_in=pause)
+        await asyncio.sleep(pause)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
 
 
 async def client_from_kubeconfig(path: str | None = None, context: str | None = None) -> ApiClient:

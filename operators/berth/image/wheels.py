@@ -1,0 +1,110 @@
+"""Berth's wheels, built on this machine and installed into the image's root filesystem.
+
+pip runs here, not in the image: the image needs no pip, and every wheel is checked against
+the lock (``--require-hashes``). Berth's own wheel is built with the locked build backend
+from a copy of the package's sources, so stray build output in the checkout never ships.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+from berth.image import spec
+from berth.image.lock import target_options
+from berth.image.process import run
+
+# What Berth's wheel is built from (also what decides whether the image is rebuilt).
+SOURCES = ("pyproject.toml", "README.md", "operators")
+
+
+def source_files(repo: Path) -> list[Path]:
+    """The package's source files, sorted, without bytecode or build leftovers."""
+    files: list[Path] = []
+    for name in SOURCES:
+        top = repo / name
+        candidates = top.rglob("*") if top.is_dir() else [top]
+        files += [
+            p
+            for p in candidates
+            if p.is_file()
+            and "__pycache__" not in p.parts
+            and not any(part.endswith(".egg-info") for part in p.parts)
+        ]
+    return sorted(files)
+
+
+def _pip(python: Path | str, command: str, *options: str | Path) -> list[str | Path]:
+    return [python, "-m", "pip", command, "--quiet", "--disable-pip-version-check", *options]
+
+
+def _builder(work: Path) -> Path:
+    """A virtual environment with the locked build backend; returns its Python."""
+    venv = work / "builder"
+    run([sys.executable, "-m", "venv", venv], "creating the wheel builder's environment")
+    python = venv / "bin" / "python"
+    run(
+        _pip(python, "install", "--no-deps", "--require-hashes", "-r", spec.BUILD_LOCK_FILE),
+        "installing the locked build backend",
+    )
+    return python
+
+
+def build_berth_wheel(repo: Path, work: Path) -> Path:
+    """Berth's wheel, built from a copy of its sources; returns its path."""
+    copy = work / "source"
+    for path in source_files(repo):
+        target = copy / path.relative_to(repo)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    out = work / "wheels"
+    run(
+        _pip(
+            _builder(work), "wheel", "--no-deps", "--no-build-isolation", f"--wheel-dir={out}", copy
+        ),
+        "building Berth's wheel",
+    )
+    (wheel,) = out.glob("berth-*.whl")
+    return wheel
+
+
+def install(root: Path, berth_wheel: Path, machine: str, work: Path) -> None:
+    """The locked wheels and Berth's into ``root``'s site-packages, then its commands."""
+    digest = hashlib.sha256(berth_wheel.read_bytes()).hexdigest()
+    version = berth_wheel.name.split("-")[1]
+    requirements = work / "requirements.txt"
+    requirements.write_text(
+        spec.LOCK_FILE.read_text() + f"{spec.NAME}=={version} --hash=sha256:{digest}\n"
+    )
+    site = root / spec.SITE_PACKAGES
+    run(
+        _pip(
+            sys.executable,
+            "install",
+            "--no-deps",
+            "--require-hashes",
+            "--no-compile",
+            "--no-warn-script-location",
+            *target_options(machine),
+            f"--find-links={berth_wheel.parent}",
+            f"--target={site}",
+            "-r",
+            requirements,
+        ),
+        "installing the wheels into the root filesystem",
+    )
+    _move_commands(site / "bin", root / spec.BIN_DIR)
+
+
+def _move_commands(scripts: Path, bin_dir: Path) -> None:
+    """The console scripts to the image's PATH, run by the image's Python (pip wrote
+    this machine's interpreter into them)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for script in sorted(scripts.iterdir()):
+        _, _, body = script.read_text().partition("\n")
+        target = bin_dir / script.name
+        target.write_text(f"#!{spec.INTERPRETER}\n{body}")
+        target.chmod(0o755)
+    shutil.rmtree(scripts)

@@ -1,0 +1,127 @@
+"""An API server that cannot be reached: a bounded retry with backoff, then one line that
+says what, where and what to do, instead of a traceback."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from kubernetes_asyncio.client import Configuration
+
+from berth.cli import main
+from berth.kube import client
+from berth.kube.client import ConnectError, api_client, wait_for_api
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def configuration(server: str) -> Configuration:
+    configured = Configuration()
+    configured.host = server
+    return configured
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client, "CONNECT_BACKOFF", (0.01, 0.02))
+    monkeypatch.setattr(client, "CONNECT_BUDGET_SECONDS", 0.3)
+
+
+class Server:
+    """An API server answering /version with the statuses given, then 200."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.hits = 0
+        self.url = ""
+
+    async def version(self, request: web.Request) -> web.Response:
+        self.hits += 1
+        status = self.statuses.pop(0) if self.statuses else 200
+        return web.json_response({"gitVersion": "v1.36.3"}, status=status)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    server = Server()
+    app = web.Application()
+    app.router.add_get("/version/", server.version)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    server.url = "http://127.0.0.1:{}".format(*runner.addresses[0][1:2])
+    yield server
+    await runner.cleanup()
+
+
+async def test_an_unreachable_server_is_named_in_one_line_after_the_retries() -> None:
+    server = f"http://127.0.0.1:{closed_port()}"
+    async with api_client(configuration(server)) as api:
+        with pytest.raises(ConnectError) as raised:
+            await wait_for_api(api)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot reach the Kubernetes API server at {server} (tried for 0s)")
+    assert "Cannot connect to host" in message
+    assert message.endswith(
+        "check that it is running and that --kubeconfig, KUBECONFIG or the "
+        "pod's service account points at it"
+    )
+
+
+async def test_a_server_that_answers_after_errors_is_waited_for(server: Server) -> None:
+    server.statuses += [503, 500]
+    async with api_client(configuration(server.url)) as api:
+        await wait_for_api(api)
+    assert server.hits == 3
+
+
+async def test_a_refusal_is_an_answer(server: Server) -> None:
+    server.statuses.append(401)
+    async with api_client(configuration(server.url)) as api:
+        await wait_for_api(api)
+    assert server.hits == 1
+
+
+def kubeconfig(tmp_path: Path, server: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return str(path)
+
+
+def test_berth_run_says_the_server_is_unreachable_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = f"https://127.0.0.1:{closed_port()}"
+    argv = ["run", f"--kubeconfig={kubeconfig(tmp_path, server)}", "--health-address=127.0.0.1:0"]
+    assert main(argv) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line.lower()]
+    assert errors[-1].startswith(
+        f"berth: error: cannot reach the Kubernetes API server at {server}"
+    )
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_berth_agent_without_a_kubeconfig_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing"
+    assert main(["agent", "--node-name=n1", f"--kubeconfig={missing}"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"berth: error: no usable Kubernetes client configuration ({missing})")
+    assert last.endswith(
+        "pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
+    )

@@ -61,6 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The short churn, crash and migration runs are part of the suite; the mutation runs
     only when asked for."""
     mutations = config.getoption("mutations")
+    # Berth installed in the cluster runs last: its real node is one more node in every
+    # other test's view (and messages), and its install replaces the CRDs' owner.
+    items.sort(key=lambda item: item.get_closest_marker("in_cluster") is not None)
     for item in items:
         if "tests/integration/" in item.nodeid:
             item.add_marker(pytest.mark.integration)
@@ -82,9 +85,12 @@ def kubeconfig_path(request: pytest.FixtureRequest) -> Iterator[str]:
         yield os.path.expanduser(given)
         return
     cluster = LocalCluster.default()
-    started = not cluster.is_up()
+    # The real node's network when this machine can run a kubelet (as root); the node
+    # itself starts with the in-cluster tests, which run last.
+    real_node = os.geteuid() == 0
+    started = not cluster.is_up(real_node=real_node)
     if started:
-        cluster.up(nodes=TEST_NODES)
+        cluster.up(nodes=TEST_NODES, real_node=real_node)
     try:
         yield str(cluster.kubeconfig)
     finally:
@@ -108,10 +114,26 @@ def kube(kubeconfig_path: str, request: pytest.FixtureRequest) -> Iterator[TestC
         namespace_name=f"{base}-{uuid.uuid4().hex[:8]}",
     )
     case.setup()
+    _wait_default_service_account(case.ns)
     try:
         yield case.client
     finally:
         _KUBETEST.teardown(request.node.nodeid)
+
+
+def _wait_default_service_account(namespace: str, within: float = 60.0) -> None:
+    """ServiceAccount admission refuses pods in a namespace until the controller manager
+    has made its ``default`` ServiceAccount (it retries for a second or two itself)."""
+    core = kubernetes.client.CoreV1Api()
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            core.read_namespaced_service_account("default", namespace)
+            return
+        except kubernetes.client.ApiException as err:
+            if err.status != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")

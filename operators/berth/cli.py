@@ -11,7 +11,8 @@ from pathlib import Path
 from berth.image.spec import ImageError
 from berth.kube.client import ConnectError
 from berth.localcluster.build import BuildError, ensure_built
-from berth.localcluster.cluster import ClusterError, LocalCluster
+from berth.localcluster.cluster import LocalCluster
+from berth.localcluster.errors import ClusterError
 from berth.localcluster.kubectl import KubectlError
 
 
@@ -26,8 +27,7 @@ def _cluster(args: argparse.Namespace) -> int:
     if args.action == "build":
         ensure_built(say)
     elif args.action == "up":
-        cluster.up(nodes=args.nodes, say=say)
-        sys.stdout.write(cluster.env(ensure_built(say)))
+        _up(cluster, args)
     elif args.action == "down":
         cluster.down()
         say("local cluster stopped")
@@ -60,6 +60,21 @@ def _version(args: argparse.Namespace) -> int:
 
     sys.stdout.write(current().line() + "\n")
     return 0
+
+
+def _up(cluster: LocalCluster, args: argparse.Namespace) -> None:
+    """The cluster; with ``--real-node`` its real node with Berth's image loaded; with
+    ``--install`` Berth installed there from that image, as users install it."""
+    from berth.image.build import ensure_image
+    from berth.localcluster.incluster import install
+
+    real_node = args.real_node or args.install
+    cluster.up(nodes=args.nodes, say=say, real_node=real_node)
+    if args.install:
+        install(cluster, say)
+    elif real_node:
+        cluster.start_real_node([ensure_image(say)], say)
+    sys.stdout.write(cluster.env(ensure_built(say)))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -226,6 +241,16 @@ def parser() -> argparse.ArgumentParser:
     actions = cluster.add_subparsers(dest="action", required=True)
     up = actions.add_parser("up", help="start it (building it first if needed)")
     up.add_argument("--nodes", type=int, default=3, help="kwok nodes (default 3)")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="and a real node (kubelet, containerd) with Berth's image loaded (needs root)",
+    )
+    up.add_argument(
+        "--install",
+        action="store_true",
+        help="and Berth installed on the real node from its image (kubectl apply -k)",
+    )
     actions.add_parser("down", help="stop every process and wipe the data")
     actions.add_parser("env", help="print the shell exports for kubectl")
     actions.add_parser("build", help="build the binaries from Go modules")

@@ -2,8 +2,9 @@
 
 The scheduler's HTTP port is reached the way users reach it: through the API server's
 service proxy, here a selectorless Service whose Endpoints point at the `berth run`
-process on this machine's own address (the API server refuses loopback endpoints, and
-proxies only to an address a Pod of the Service's namespace reports as its own). Each
+process, run in the local cluster's node network namespace on the node's address (the API
+server refuses loopback endpoints, proxies only to an address a Pod of the Service's
+namespace reports as its own, and reaches that namespace through the node bridge). Each
 test blocks a pod for one cause, waits until the scheduler has said so on the pod, then
 checks that the report names the cause with its numbers.
 """
@@ -15,12 +16,12 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import re
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -36,6 +37,8 @@ from kubernetes_asyncio.client import (
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.localcluster import netns, nodeconfig
+from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
 from tests.integration.cluster import Nodes, Pods, pod_body
 from tests.integration.processes import BerthRun
@@ -80,47 +83,58 @@ def short(namespace: str) -> str:
     return "wp-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
 
 
-def own_address() -> str:
-    """This machine's address on its default route (no packet is sent)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("10.254.254.254", 1))
-        return str(probe.getsockname()[0])
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def scheduler_address(
     kubeconfig_path: str, crds: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, int]]:
-    """One `berth run` (scheduler only) serving HTTP on this machine's own address."""
-    host = own_address()
-    port = free_port(host)
-    run = BerthRun.configured(
-        kubeconfig_path, CONFIG, tmp_path_factory.mktemp("why"), operators=False
+    """One `berth run` (scheduler only) serving HTTP on the node's address, inside the
+    node's network namespace, talking to the API server through the node bridge."""
+    if not netns.exists(nodeconfig.NETNS):
+        pytest.skip("needs the local cluster's node network (the cluster started as root)")
+    host, port = nodeconfig.NODE_ADDRESS, random.randint(20000, 30000)
+    directory = tmp_path_factory.mktemp("why")
+    inside = directory / "kubeconfig"
+    config = yaml.safe_load(Path(kubeconfig_path).read_text())
+    server = f"https://{nodeconfig.SERVICE_ADDRESS}:{nodeconfig.SERVICE_PORT}"
+    config["clusters"][0]["cluster"]["server"] = server
+    inside.write_text(yaml.safe_dump(config))
+    run = BerthRun.configured(str(inside), CONFIG, directory, operators=False)
+    run.command = netns.command(
+        nodeconfig.NETNS,
+        [
+            f"--health-address={host}:{port}" if arg.startswith("--health-address=") else arg
+            for arg in run.command
+        ],
     )
-    run.command = [
-        f"--health-address={host}:{port}" if arg.startswith("--health-address=") else arg
-        for arg in run.command
-    ]
     run.start()
+    egress = LocalCluster.default().node.egress_socket
     try:
         deadline = time.monotonic() + 120
-        while True:
-            url = f"http://{host}:{port}/readyz"
-            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as ready:
-                if ready.status == 200:
-                    break
+        while get_inside(egress, host, port, "/readyz") != 200:
             if time.monotonic() > deadline:
                 raise AssertionError(f"berth run not ready in 120 s: {run.log.read_text()[-2000:]}")
             time.sleep(0.5)
         yield host, port
     finally:
         run.stop()
+
+
+def get_inside(egress: Path, host: str, port: int, path: str) -> int:
+    """The status of a GET to ``host:port`` in the node's namespace, through the node
+    bridge's CONNECT proxy (0 when it cannot be reached)."""
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(5)
+            sock.connect(str(egress))
+            sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\n\r\n".encode())
+            if not sock.recv(1024).startswith(b"HTTP/1.1 200"):
+                return 0
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            )
+            return int(sock.recv(1024).split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 @pytest.fixture(scope="module")

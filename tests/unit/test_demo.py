@@ -16,9 +16,10 @@ from berth.demo.install import (
     BALANCED_LABEL,
     MANIFESTS,
     RESERVING_SCHEDULER,
+    demo_descheduler_config,
+    demo_scheduler_config,
     high_thresholds,
-    local_descheduler_config,
-    local_scheduler_config,
+    write_overlay,
 )
 from berth.demo.stories import STORIES
 from berth.demo.summary import Outcome, table
@@ -71,19 +72,18 @@ def test_a_story_that_never_gets_there_says_how_far_it_got() -> None:
         eventually("web bound", lambda: "1 of 2 bound", timeout=0, interval=0)
 
 
-def test_berth_run_here_uses_the_installed_configuration_without_leader_election(
-    tmp_path: Path,
-) -> None:
+def test_the_demo_runs_the_installed_profile_and_story_1_s_beside_it() -> None:
     installed = yaml.safe_load(
         yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())["data"][
             "scheduler-config.yaml"
         ]
     )
-    local = yaml.safe_load(local_scheduler_config(tmp_path).read_text())
-    assert local["leaderElection"] == {"leaderElect": False}
-    assert local["profiles"][:1] == installed["profiles"]
+    demo = demo_scheduler_config()
+    # Two replicas run in the cluster: leader election as installed.
+    assert demo["leaderElection"] == installed["leaderElection"]
+    assert demo["profiles"][:1] == installed["profiles"]
     # The second profile is the installed one with Story 1 on, for its story.
-    reserving = local["profiles"][1]
+    reserving = demo["profiles"][1]
     story_1 = {"name": "Reservation", "args": {"reservePreemptedCapacity": True}}
     assert reserving["schedulerName"] == RESERVING_SCHEDULER
     installed_args = installed["profiles"][0].get("pluginConfig", [])
@@ -91,15 +91,33 @@ def test_berth_run_here_uses_the_installed_configuration_without_leader_election
     assert reserving["plugins"] == installed["profiles"][0]["plugins"]
 
 
+def test_the_demo_s_overlay_replaces_both_configurations_of_the_local_install(
+    tmp_path: Path,
+) -> None:
+    kustomization = yaml.safe_load((write_overlay(tmp_path) / "kustomization.yaml").read_text())
+    (base,) = kustomization["resources"]
+    assert (tmp_path / base / "kustomization.yaml").is_file()
+    replaced = {}
+    for patch in kustomization["patches"]:
+        (operation,) = yaml.safe_load(patch["patch"])
+        replaced[patch["target"]["name"]] = yaml.safe_load(operation["value"])
+    assert replaced == {
+        "berth-scheduler-config": demo_scheduler_config(),
+        "berth-descheduler-config": demo_descheduler_config(),
+    }
+
+
 def test_the_demos_descheduler_balances_only_the_migration_storys_nodes_and_quickly(
     tmp_path: Path,
 ) -> None:
     """The installed configuration, every 2 s, on the first hot report, on labelled nodes;
     berth run takes it beside the demo's scheduler configuration."""
-    settings = descheduler_config.load(local_descheduler_config(tmp_path))
-    descheduler_config.check_against_scheduler(
-        settings, load_scheduler_config(local_scheduler_config(tmp_path))
-    )
+    descheduler_file = tmp_path / "descheduler-config.yaml"
+    descheduler_file.write_text(yaml.safe_dump(demo_descheduler_config()))
+    scheduler_file = tmp_path / "scheduler-config.yaml"
+    scheduler_file.write_text(yaml.safe_dump(demo_scheduler_config()))
+    settings = descheduler_config.load(descheduler_file)
+    descheduler_config.check_against_scheduler(settings, load_scheduler_config(scheduler_file))
     args = settings.low_node_load
     assert args is not None
     assert settings.interval_seconds == 2

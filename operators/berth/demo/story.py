@@ -10,18 +10,13 @@ from berth.demo.console import Console
 
 @dataclass(frozen=True)
 class Context:
-    """The console, progress lines, and the local cluster's kwok nodes (the node agent
-    reports this machine's usage for the first)."""
+    """The console, progress lines, the local cluster's kwok nodes (the workload's), and the
+    real node, where Berth runs and whose agent reports this machine's usage."""
 
     console: Console
     say: Callable[[str], None]
     nodes: tuple[str, ...]
-    # Where `berth run` (started here) serves its decision records.
-    scheduler_url: str = ""
-
-    @property
-    def agent_node(self) -> str:
-        return self.nodes[0]
+    agent_node: str
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,11 @@ def created(epoch: int) -> str:
 
 
 def image_config(
-    layer: Layer, epoch: int, architecture: str, labels: Mapping[str, str]
+    layer: Layer,
+    epoch: int,
+    architecture: str,
+    labels: Mapping[str, str],
+    run: spec.RunConfig = spec.RunConfig(),  # noqa: B008 - frozen, shared on purpose
 ) -> dict[str, Any]:
     """The image's configuration: what the runtime starts, as whom, and its layer."""
     return {
@@ -161,12 +165,12 @@ def image_config(
         "os": "linux",
         "created": created(epoch),
         "config": {
-            "User": spec.USER,
-            "Entrypoint": list(spec.ENTRYPOINT),
-            "Cmd": list(spec.CMD),
-            "Env": list(spec.ENV),
+            "User": run.user,
+            "Entrypoint": list(run.entrypoint),
+            "Cmd": list(run.cmd),
+            "Env": list(run.env),
             "WorkingDir": "/",
-            "ExposedPorts": {port: {} for port in spec.EXPOSED_PORTS},
+            "ExposedPorts": {port: {} for port in run.exposed_ports},
             "Labels": dict(labels),
         },
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
@@ -194,13 +198,14 @@ def write_archive(
     epoch: int,
     architecture: str,
     labels: Mapping[str, str],
+    run: spec.RunConfig = spec.RunConfig(),  # noqa: B008 - frozen, shared on purpose
 ) -> Archive:
     """The tree under ``root`` as a one-layer image named ``name``, written to ``out``."""
     layer_file = out.with_name(out.name + ".layer")
     partial = out.with_name(out.name + ".partial")
     try:
         layer = write_layer(root, layer_file, epoch)
-        config_bytes = _json(image_config(layer, epoch, architecture, labels))
+        config_bytes = _json(image_config(layer, epoch, architecture, labels, run))
         config = _blob(config_bytes)
         manifest_bytes = _json(
             {

@@ -58,8 +58,23 @@ class ImageName:
 
     @property
     def fully_qualified(self) -> str:
-        """containerd's name for it, which the kubelet looks up for ``berth:<tag>``."""
+        """containerd's name for it, which the kubelet looks up for ``berth:<tag>``: a
+        repository without a registry is Docker Hub's library's."""
+        first = self.repository.split("/", 1)[0]
+        if "/" in self.repository and ("." in first or ":" in first or first == "localhost"):
+            return self.reference
         return f"docker.io/library/{self.reference}"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a runtime starts from the image, and as whom."""
+
+    user: str = USER
+    entrypoint: tuple[str, ...] = ENTRYPOINT
+    cmd: tuple[str, ...] = CMD
+    env: tuple[str, ...] = ENV
+    exposed_ports: tuple[str, ...] = EXPOSED_PORTS
 
 
 def package_version(repo: Path = REPO_DIR) -> str:

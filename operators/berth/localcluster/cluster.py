@@ -16,6 +16,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,28 +26,42 @@ from pathlib import Path
 
 import yaml
 
+from berth.localcluster import netns, nodeconfig, realnode
 from berth.localcluster.build import Binaries, ensure_built
+from berth.localcluster.errors import ClusterError
 from berth.localcluster.kubectl import Kubectl
-from berth.localcluster.nodes import node_manifests
-from berth.localcluster.paths import CLUSTER_DIR
+from berth.localcluster.nodeconfig import NodeLayout
+from berth.localcluster.nodes import KWOK_ANNOTATION, node_manifests
+from berth.localcluster.paths import CACHE_DIR, CLUSTER_DIR, TOOLS_DIR
 
 API_READY_TIMEOUT = 120.0
-NODES_READY_TIMEOUT = 120.0
+NODES_READY_BASE = 120.0
+NODES_READY_PER_NODE = 0.05
+"""The bound on nodes becoming Ready: two minutes, and 50 ms more a node (kwok marks a
+thousand in well under a minute on two cores; the margin is for a loaded machine)."""
+REAL_NODE_READY_TIMEOUT = 180.0
 STOP_GRACE = 10.0
 START_ATTEMPTS = 3
+CREATE_BATCH = 500
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+NODE_FACTS = (
+    "{range .items[*]}{.metadata.name}{' '}"
+    "{.status.conditions[?(@.type=='Ready')].status}{' '}{.spec.taints[*].key}{'\\n'}{end}"
+)
+"""One line a node: its name, its Ready status and its taints' keys."""
+BASE_PROCESSES = frozenset({"apiserver", "controller-manager", "kwok"})
 
 # Flags of kube-apiserver beyond those berth-apiserver adds (etcd, PKI, service accounts).
-# ServiceAccount admission is off: it rejects pods in a namespace until the controller
-# manager has created its default ServiceAccount, a race every per-test namespace would hit,
-# and kwok's fake kubelet mounts no tokens anyway. Priority and fairness is off so that
-# benchmarks measure the schedulers, not the API server's queues.
+# ServiceAccount admission is on, as in any cluster: pods get projected service-account
+# tokens (the real node's pods use them). Services resolve to their endpoints, not to
+# ClusterIPs (there is no kube-proxy). Priority and fairness is off so that benchmarks
+# measure the schedulers, not the API server's queues.
 APISERVER_FLAGS = (
     "--bind-address=127.0.0.1",
     "--authorization-mode=Node,RBAC",
     "--service-cluster-ip-range=10.96.0.0/16",
     "--allow-privileged=true",
-    "--disable-admission-plugins=ServiceAccount",
+    "--enable-aggregator-routing=true",
     "--enable-priority-and-fairness=false",
     "--max-requests-inflight=2000",
     "--max-mutating-requests-inflight=1000",
@@ -54,10 +69,6 @@ APISERVER_FLAGS = (
     "--profiling=false",
     "--v=1",
 )
-
-
-class ClusterError(RuntimeError):
-    """The local cluster could not be started; the message says why."""
 
 
 class EarlyExit(ClusterError):
@@ -97,6 +108,11 @@ class LocalCluster:
     def _pidfile(self) -> Path:
         return self.state_dir / "processes.json"
 
+    @property
+    def node(self) -> NodeLayout:
+        """The real node's state."""
+        return NodeLayout(self.state_dir / "node")
+
     # -- lifecycle -------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -107,54 +123,59 @@ class LocalCluster:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def up(self, nodes: int = 3, say: Callable[[str], None] | None = None) -> None:
+    def up(
+        self,
+        nodes: int = 3,
+        say: Callable[[str], None] | None = None,
+        *,
+        real_node: bool = False,
+    ) -> None:
         """Start the cluster (or reuse a running one) and make sure it has ``nodes`` nodes
-        (0: a control plane alone, for callers that create their own nodes)."""
+        (0: a control plane alone, for callers that create their own nodes).
+
+        ``real_node`` readies the network the real node needs (its namespace, the node
+        bridge, the API server's egress through it); ``start_real_node`` then starts it.
+        """
         if nodes < 0:
             raise ClusterError(f"--nodes must be 0 or more, not {nodes}")
+        if real_node:
+            realnode.check_host()
         binaries = ensure_built(say)
         with self._locked():
-            self._up(binaries, nodes, say or (lambda _msg: None))
+            self._up(binaries, nodes, say or (lambda _msg: None), real_node)
 
-    def _up(self, binaries: Binaries, nodes: int, report: Callable[[str], None]) -> None:
-        if not self.is_up():
+    def _up(
+        self, binaries: Binaries, nodes: int, report: Callable[[str], None], real_node: bool
+    ) -> None:
+        if not self.is_up(real_node=real_node):
             self._down()
             started = time.monotonic()
-            self._start_retrying(binaries, report)
+            self._start_retrying(binaries, report, real_node)
             report(f"control plane ready in {time.monotonic() - started:.1f}s")
         kubectl = Kubectl(str(self.kubeconfig), binaries["kubectl"])
         existing = set(kubectl("get", "nodes", "-o", "name").split())
         wanted = node_manifests(nodes)
         missing = [n for n in wanted if f"node/{n['metadata']['name']}" not in existing]
+        started = time.monotonic()
         if missing:
-            kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(missing))
-        if wanted:
-            # The cluster's own nodes only: with none asked for there is nothing to wait
-            # for, and nodes a test created are that test's business.
-            kubectl(
-                "wait",
-                "--for=condition=Ready",
-                *(f"node/{n['metadata']['name']}" for n in wanted),
-                f"--timeout={int(NODES_READY_TIMEOUT)}s",
-            )
-            self._wait_taints_lifted(kubectl, [n["metadata"]["name"] for n in wanted])
-        report(f"{nodes} kwok node(s) Ready; KUBECONFIG={self.kubeconfig}")
+            report(f"creating {len(missing)} kwok node(s)")
+            for start in range(0, len(missing), CREATE_BATCH):
+                batch = missing[start : start + CREATE_BATCH]
+                kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(batch))
+                report(f"  {start + len(batch)} of {len(missing)} created")
+        # The cluster's own nodes only: with none asked for there is nothing to wait for,
+        # and nodes a test created are that test's business.
+        wait_nodes_ready(
+            lambda: kubectl("get", "nodes", "--chunk-size=1000", "-o", f"jsonpath={NODE_FACTS}"),
+            {n["metadata"]["name"] for n in wanted},
+            report,
+        )
+        took = time.monotonic() - started
+        report(f"{nodes} kwok node(s) Ready in {took:.1f}s; KUBECONFIG={self.kubeconfig}")
 
-    def _wait_taints_lifted(self, kubectl: Kubectl, names: list[str]) -> None:
-        """The controller manager taints new nodes not-ready until it sees them Ready."""
-        deadline = time.monotonic() + NODES_READY_TIMEOUT
-        template = "{range .items[*]}{.metadata.name}{' '}{.spec.taints[*].key}{'\\n'}{end}"
-        while time.monotonic() < deadline:
-            listed = kubectl("get", "nodes", "-o", f"jsonpath={template}").splitlines()
-            keys = [
-                key for line in listed if line.split(" ", 1)[0] in names for key in line.split()[1:]
-            ]
-            if not any(key in NOT_READY_TAINTS for key in keys):
-                return
-            time.sleep(0.5)
-        raise ClusterError("nodes still tainted not-ready after they became Ready")
-
-    def _start_retrying(self, binaries: Binaries, say: Callable[[str], None]) -> None:
+    def _start_retrying(
+        self, binaries: Binaries, say: Callable[[str], None], real_node: bool
+    ) -> None:
         """Start, trying again when the API server dies at once.
 
         Its port and embedded etcd's are picked free a moment before they are bound, so
@@ -162,18 +183,29 @@ class LocalCluster:
         """
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
-                self._start(binaries, say)
+                self._start(binaries, say, real_node)
                 return
             except EarlyExit as err:
                 if attempt == START_ATTEMPTS:
                     raise ClusterError(str(err)) from err
                 say(f"API server exited at start ({err}); trying again")
 
-    def _start(self, binaries: Binaries, say: Callable[[str], None]) -> None:
+    def _start(self, binaries: Binaries, say: Callable[[str], None], real_node: bool) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
         port = _free_port()
         data = self.state_dir / "data"
-        processes = [
+        processes: list[Process] = []
+        flags = [
+            f"--kubelet-client-certificate={self.pki / 'admin.crt'}",
+            f"--kubelet-client-key={self.pki / 'admin.key'}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+        ]
+        if real_node:
+            realnode.prepare_network(self.node)
+            flags.append(f"--egress-selector-config-file={self.node.egress_config}")
+            argv = realnode.bridge_argv(sys.executable, self.node, port)
+            processes.append(self._spawn("node-bridge", argv))
+        processes.append(
             self._spawn(
                 "apiserver",
                 [
@@ -181,12 +213,13 @@ class LocalCluster:
                     f"--berth-data-dir={data}",
                     f"--secure-port={port}",
                     *APISERVER_FLAGS,
+                    *flags,
                 ],
             )
-        ]
+        )
         self._record(processes)
         try:
-            self._wait_api_ready(port, processes[0])
+            self._wait_api_ready(port, processes[-1])
             self._write_kubeconfig(port)
             kubeconfig = str(self.kubeconfig)
             processes.append(
@@ -194,9 +227,7 @@ class LocalCluster:
                     "controller-manager",
                     [
                         str(binaries["kube-controller-manager"]),
-                        f"--kubeconfig={kubeconfig}",
-                        f"--authentication-kubeconfig={kubeconfig}",
-                        f"--authorization-kubeconfig={kubeconfig}",
+                        *_component_kubeconfig(kubeconfig),
                         "--bind-address=127.0.0.1",
                         "--secure-port=0",
                         "--leader-elect=false",
@@ -230,7 +261,10 @@ class LocalCluster:
                         str(binaries["kwok"]),
                         f"--kubeconfig={kubeconfig}",
                         f"--config={stages}",
-                        "--manage-all-nodes=true",
+                        # The nodes the cluster and the tests make; the real node is its
+                        # kubelet's.
+                        "--manage-all-nodes=false",
+                        f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}",
                         "--cidr=10.244.0.1/16",
                         "--node-ip=10.0.0.1",
                         "--node-lease-duration-seconds=40",
@@ -259,23 +293,116 @@ class LocalCluster:
             self._record(processes)
             self._wait_api_ready(port, restarted)
 
+    def start_real_node(
+        self, images: Sequence[Path], say: Callable[[str], None] | None = None
+    ) -> str:
+        """The real node (containerd, the kubelet) and kube-scheduler for the pods of the
+        default scheduler, with ``images`` (archives) loaded; returns the node's name once
+        it is Ready. The cluster must be up with ``real_node=True``."""
+        report = say or (lambda _msg: None)
+        binaries = ensure_built(say)
+        with self._locked():
+            names = {p.name for p in self._recorded()}
+            if "node-bridge" not in names:
+                raise ClusterError(
+                    "the cluster was started without the real node's network: "
+                    "berth cluster down, then berth cluster up --real-node"
+                )
+            if "kubelet" not in names:
+                self._start_real_node(binaries, images, report)
+        return nodeconfig.NODE_NAME
+
+    def _start_real_node(
+        self, binaries: Binaries, images: Sequence[Path], report: Callable[[str], None]
+    ) -> None:
+        started = time.monotonic()
+        layout = self.node
+        realnode.write_node_files(layout, self.pki)
+        pause = realnode.pause_archive(
+            realnode.kubernetes_module_dir(TOOLS_DIR), CACHE_DIR / "images"
+        )
+        processes = self._recorded()
+        containerd = self._spawn("containerd", realnode.containerd_argv(layout))
+        processes.append(containerd)
+        self._record(processes)
+        try:
+            realnode.wait_containerd(layout, lambda: not _exited(containerd.pid))
+            realnode.import_images(layout, [pause, *images])
+            report(f"containerd ready with {1 + len(images)} image(s) loaded")
+            kubelet = self._spawn(
+                "kubelet",
+                netns.command(
+                    nodeconfig.NETNS, nodeconfig.kubelet_argv(binaries["kubelet"], layout)
+                ),
+            )
+            processes.append(kubelet)
+            kubeconfig = str(self.kubeconfig)
+            processes.append(
+                self._spawn(
+                    "scheduler",
+                    [
+                        str(binaries["kube-scheduler"]),
+                        *_component_kubeconfig(kubeconfig),
+                        "--leader-elect=false",
+                        "--secure-port=0",
+                        "--v=1",
+                    ],
+                )
+            )
+            self._record(processes)
+            kubectl = Kubectl(kubeconfig, binaries["kubectl"])
+            wait_nodes_ready(
+                lambda: kubectl("get", "nodes", "-o", f"jsonpath={NODE_FACTS}"),
+                {nodeconfig.NODE_NAME},
+                report,
+                timeout=REAL_NODE_READY_TIMEOUT,
+                alive=lambda: not _exited(kubelet.pid),
+            )
+        except Exception:
+            self._stop_real_node()
+            raise
+        report(f"real node {nodeconfig.NODE_NAME} Ready in {time.monotonic() - started:.1f}s")
+
+    def stop_real_node(self) -> None:
+        """Stop the real node's kubelet, containers and containerd, and remove its Node."""
+        with self._locked():
+            self._stop_real_node()
+            with contextlib.suppress(Exception):
+                Kubectl(str(self.kubeconfig))(
+                    "delete", "node", nodeconfig.NODE_NAME, "--ignore-not-found", "--wait=false"
+                )
+
+    def _stop_real_node(self) -> None:
+        recorded = self._recorded()
+        node_parts = [p for p in recorded if p.name in ("scheduler", "kubelet", "containerd")]
+        for proc in node_parts:
+            _stop(proc)
+        realnode.kill_containers(self.node)
+        realnode.unmount_under(self.node.root)
+        self._record([p for p in recorded if p not in node_parts])
+
     def down(self) -> None:
         """Stop every process of the cluster and wipe its data (the PKI stays)."""
         with self._locked():
             self._down()
 
     def _down(self) -> None:
+        self._stop_real_node()
         # Clients first: an API server with open watches drains them before it exits.
         for proc in reversed(self._recorded()):
             _stop(proc)
         self._pidfile.unlink(missing_ok=True)
+        netns.delete(nodeconfig.NETNS)
+        shutil.rmtree(self.node.root, ignore_errors=True)
         etcd = self.state_dir / "data" / "etcd"
         shutil.rmtree(etcd, ignore_errors=True)
 
-    def is_up(self) -> bool:
-        """True when every recorded process is alive and the API answers /readyz."""
+    def is_up(self, *, real_node: bool = False) -> bool:
+        """True when every recorded process is alive and the API answers /readyz (with
+        the real node's network when ``real_node``)."""
         recorded = self._recorded()
-        if {p.name for p in recorded} != {"apiserver", "controller-manager", "kwok"}:
+        names = {p.name for p in recorded}
+        if not names >= BASE_PROCESSES or (real_node and "node-bridge" not in names):
             return False
         if not all(_alive(p) for p in recorded):
             return False
@@ -382,6 +509,15 @@ class LocalCluster:
         self.kubeconfig.chmod(0o600)
 
 
+def _component_kubeconfig(kubeconfig: str) -> tuple[str, ...]:
+    """A control-plane component's client, authentication and authorization kubeconfig."""
+    return (
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -399,7 +535,59 @@ _BINARY_OF = {
     "apiserver": "berth-apiserver",
     "controller-manager": "kube-controller-manager",
     "kwok": "kwok",
+    "node-bridge": "berth.localcluster.nodebridge",
+    "containerd": "containerd",
+    "kubelet": "kubelet",
+    "scheduler": "kube-scheduler",
 }
+
+
+def wait_nodes_ready(
+    list_nodes: Callable[[], str],
+    names: set[str],
+    report: Callable[[str], None],
+    *,
+    timeout: float | None = None,
+    alive: Callable[[], bool] = lambda: True,
+) -> None:
+    """Until every node of ``names`` is Ready and rid of the not-ready taints the
+    controller manager puts on new nodes: one list a poll (never a wait per node),
+    progress every ten seconds, and a bound that grows with the number of nodes."""
+    if not names:
+        return
+    bound = timeout or NODES_READY_BASE + NODES_READY_PER_NODE * len(names)
+    started = time.monotonic()
+    last_said = started
+    poll = min(5.0, max(0.5, len(names) / 2000))
+    ready = 0
+    while True:
+        ready = count_ready(list_nodes(), names)
+        if ready == len(names):
+            return
+        now = time.monotonic()
+        if not alive():
+            raise ClusterError(f"the node's process exited before it was Ready ({ready} Ready)")
+        if now - started > bound:
+            raise ClusterError(
+                f"only {ready} of {len(names)} node(s) Ready after {bound:.0f}s; "
+                "see the logs in the cluster's logs/ folder"
+            )
+        if now - last_said >= 10.0:
+            last_said = now
+            report(f"  {ready} of {len(names)} node(s) Ready after {now - started:.0f}s")
+        time.sleep(poll)
+
+
+def count_ready(listed: str, names: set[str]) -> int:
+    """How many of ``names`` are Ready without a not-ready taint, from NODE_FACTS lines."""
+    ready = 0
+    for line in listed.splitlines():
+        fields = line.split()
+        if len(fields) < 2 or fields[0] not in names:
+            continue
+        if fields[1] == "True" and not any(key in NOT_READY_TAINTS for key in fields[2:]):
+            ready += 1
+    return ready
 
 
 def _alive(proc: Process) -> bool:

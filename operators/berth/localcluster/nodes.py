@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 ZONES = ("zone-a", "zone-b", "zone-c")
+KWOK_KEY, KWOK_VALUE = "kwok.x-k8s.io/node", "fake"
+KWOK_ANNOTATION = f"{KWOK_KEY}={KWOK_VALUE}"
+"""The nodes kwok plays; the real node has none."""
 ALLOCATABLE = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 
 
@@ -46,7 +49,10 @@ def kwok_node(
         "metadata": {
             "name": name,
             "labels": {"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {
+                KWOK_KEY: KWOK_VALUE,
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
         },
         "spec": {"taints": taints or [], "unschedulable": unschedulable},
         "status": {"capacity": resources, "allocatable": resources},

@@ -1,6 +1,7 @@
-"""Load-aware scheduling (docs/loadaware.md, docs/nodemetric.md): the node agent reports this
-machine's real usage for one node; a burst of pods spreads over the cool nodes, counting
-itself as it lands, and none goes to the node over its usage threshold."""
+"""Load-aware scheduling (docs/loadaware.md, docs/nodemetric.md): the node agent, a pod of
+the installed DaemonSet, reports this machine's real usage for the real node; a burst of
+pods spreads over the cool kwok nodes, counting itself as it lands, and none goes to the
+node over its usage threshold."""
 
 from __future__ import annotations
 
@@ -20,25 +21,29 @@ NAMESPACE = "demo-burst"
 REPLICAS = 24
 FRESH_SECONDS = 30
 MIB = 2**20
-# What the other nodes' agents would report: busy cores and memory of 32 cpu / 128Gi.
-REPORTED = (("8", "24Gi"), ("21", "40Gi"))
+# What the kwok nodes' agents would report: busy cores and memory of 32 cpu / 128Gi.
+REPORTED = (("2", "16Gi"), ("8", "24Gi"), ("21", "40Gi"))
 
 
 def play(ctx: Context) -> None:
     console = ctx.console
-    agent, warm, hot = ctx.nodes[:3]
+    agent = ctx.agent_node
+    cool, warm, hot = ctx.nodes[:3]
     try:
-        ctx.say(f"berth agent reports this machine's usage for {agent} (every 5 s, see install)")
+        ctx.say(
+            f"the berth-agent pod on {agent} reports this machine's usage (every 5 s, see install)"
+        )
         eventually(f"a fresh report for {agent}", lambda: _fresh(console, agent))
         console.show("get", "nodemetric", agent, "-o", "yaml", sections=("spec:", "status:"))
         _check_real(console, agent)
         ctx.say(
-            f"{warm} and {hot} run no agent here (kwok plays them): their reports are written "
-            f"as their agents would, {REPORTED[0][0]} and {REPORTED[1][0]} busy cores of 32"
+            f"{cool}, {warm} and {hot} run no agent (kwok plays them): their reports are "
+            "written as their agents would, "
+            f"{', '.join(cpu for cpu, _ in REPORTED)} busy cores of 32"
         )
-        for node, (cpu, memory) in zip((warm, hot), REPORTED, strict=True):
+        for node, (cpu, memory) in zip((cool, warm, hot), REPORTED, strict=True):
             _report(console, node, cpu, memory)
-        console.show("get", "nodemetrics", agent, warm, hot)
+        console.show("get", "nodemetrics", agent, cool, warm, hot)
         ctx.say(f"a burst: {REPLICAS} pods of 1 cpu at once")
         apply_made(console, _namespace(), f"Namespace {NAMESPACE}")
         apply_made(console, _deployment(), f"Deployment burst: {REPLICAS} x 1 cpu")
@@ -50,22 +55,22 @@ def play(ctx: Context) -> None:
         eventually("the burst bound", all_bound, timeout=90)
         per_node = Counter(node_of(p) for p in live_pods(console, NAMESPACE))
         notes = {
-            agent: "this machine's real usage (berth agent)",
-            warm: f"{REPORTED[0][0]} of 32 cpu busy",
-            hot: f"{REPORTED[1][0]} of 32 cpu busy: over the 65% threshold with any pod",
+            cool: f"{REPORTED[0][0]} of 32 cpu busy",
+            warm: f"{REPORTED[1][0]} of 32 cpu busy",
+            hot: f"{REPORTED[2][0]} of 32 cpu busy: over the 65% threshold with any pod",
         }
         console.write(f"\npods of the burst per node (kubectl get pods -n {NAMESPACE} -o wide):")
         for node in sorted(per_node.keys() | notes.keys()):
             console.write(f"  {node:<14} {per_node[node]:>3}   {notes.get(node, '')}")
         check(per_node[hot] == 0, f"{per_node[hot]} pods went to {hot}, over its threshold")
         check(
-            per_node[agent] >= per_node[warm] >= 1,
+            per_node[cool] >= per_node[warm] >= 1,
             f"not spread from the coolest node: {dict(per_node)}",
         )
     finally:
         console.run("delete", "namespace", NAMESPACE, "--ignore-not-found")
         # The operator makes fresh NodeMetrics, without the written reports.
-        console.run("delete", "nodemetric", warm, hot, "--ignore-not-found")
+        console.run("delete", "nodemetric", cool, warm, hot, "--ignore-not-found")
 
 
 def _metric(console: Console, node: str) -> NodeMetric:

@@ -14,6 +14,7 @@ from berth.demo.console import Console, check, eventually
 from berth.demo.objects import Json, apply_made, events, pod, reported_cpu_percent
 from berth.demo.story import Context, Story
 from berth.loadaware.args import THRESHOLDS_ANNOTATION
+from berth.localcluster.nodeconfig import NODE_LABEL as REAL_NODE_TAINT
 
 NAMESPACE = "demo-why"
 
@@ -26,7 +27,7 @@ def play(ctx: Context) -> None:
         apply_made(console, _quota(), "ElasticQuota: min 1 cpu, max 2 cpu")
         ctx.say("a pod asking 3 cpu in a namespace whose quota allows at most 2")
         apply_made(console, pod("over-quota", NAMESPACE, "3"), "Pod over-quota: 3 cpu")
-        report = _why(ctx, console, "over-quota")
+        report = _why(console, "over-quota")
         check("is more than Max (cpu: 0 used + 3 requested > 2)" in report, report)
         check("verdict: OverMax on cpu" in report, report)
         ctx.say(
@@ -48,8 +49,10 @@ def play(ctx: Context) -> None:
             eventually(f"{node} reported over 1% while the core is busy", over_threshold)
             hot = pod("hot", NAMESPACE, "100m")
             hot["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            # The real node is tainted so that only what is meant to run there does.
+            hot["spec"]["tolerations"] = [{"key": REAL_NODE_TAINT, "operator": "Exists"}]
             apply_made(console, hot, f"Pod hot: 100m cpu, only on {node}")
-            report = _why(ctx, console, "hot")
+            report = _why(console, "hot")
         check("LoadAwareScheduling" in report, report)
         check("wait for the load to drop" in report, report)
     finally:
@@ -68,14 +71,13 @@ def _busy_core() -> Iterator[None]:
         spinner.wait()
 
 
-def _why(ctx: Context, console: Console, name: str) -> str:
+def _why(console: Console, name: str) -> str:
     def refused() -> str | None:
         return None if events(console, NAMESPACE, name, "FailedScheduling") else "not yet"
 
     eventually(f"{name} refused", refused)
-    return console.show_plugin(
-        "berth", "why", name, "-n", NAMESPACE, "--scheduler-url", ctx.scheduler_url
-    )
+    # Through the API server's service proxy to the berth-scheduler Service, as a user would.
+    return console.show_plugin("berth", "why", name, "-n", NAMESPACE)
 
 
 def _namespace() -> Json:

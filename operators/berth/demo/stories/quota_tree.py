@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from berth.demo.console import Console, check, eventually
 from berth.demo.install import RESERVING_SCHEDULER
 from berth.demo.objects import (
@@ -82,9 +84,13 @@ def play(ctx: Context) -> None:
         ]
         check(not strays, f"team-b pods bound without their own Reservation: {strays}")
     finally:
-        # The namespaces take their quotas, Deployments and pods with them; then the nodes.
+        # Children before their parent (the admission webhook refuses deleting a quota
+        # that has children), then the namespaces with their Deployments and pods, then
+        # the nodes: the files' objects in reverse order.
         for file in ("quotas.yaml", "gpu-nodes.yaml"):
-            console.run("delete", "-f", str(WALKTHROUGH / file), "--ignore-not-found")
+            docs = list(yaml.safe_load_all((WALKTHROUGH / file).read_text()))
+            for doc in reversed([d for d in docs if d]):
+                console.run("delete", "--ignore-not-found", "-f", "-", stdin=yaml.safe_dump(doc))
 
 
 def _apply_trainers(console: Console, doc: dict[str, Any]) -> None:

@@ -38,6 +38,7 @@ SCHEDULER = "berth-scheduler"
 LEASE_SECONDS = 15
 """The installed leader election's lease (kube-scheduler's default, as installed)."""
 REPORT_SECONDS = 5
+RESERVATIONS = ("scheduling.koordinator.sh", "v1alpha1", "reservations")
 MIB = 2**20
 MEMINFO = Path("/proc/meminfo")
 
@@ -242,6 +243,10 @@ async def test_the_standby_takes_over_when_the_leader_pod_goes_and_nothing_is_bo
     deleted_at = time.monotonic()
     for i in range(5):
         await pods.create(pod_body(f"during-{i}", SCHEDULER, cpu="100m"))
+    custom = CustomObjectsApi(api)
+    reservations = [f"{namespace[:50]}-{i}" for i in range(2)]
+    for name in reservations:
+        await custom.create_cluster_custom_object(*RESERVATIONS, _reservation(name))
 
     async def taken_over() -> bool:
         return (await holder()) not in ("", leader)
@@ -272,6 +277,29 @@ async def test_the_standby_takes_over_when_the_leader_pod_goes_and_nothing_is_bo
             scheduled[name] = scheduled.get(name, 0) + (event.count or 1)
     assert len(scheduled) == 15, scheduled
     assert set(scheduled.values()) == {1}, f"a pod was bound more than once: {scheduled}"
+
+    async def placed() -> bool:
+        for name in reservations:
+            obj = await custom.get_cluster_custom_object(*RESERVATIONS, name)
+            if not (obj.get("status") or {}).get("nodeName"):
+                return False
+        return True
+
+    await eventually(placed, within=60)
+    # Events of cluster-scoped objects land in the default namespace.
+    placements = [
+        e
+        for e in (await CoreV1Api(api).list_namespaced_event("default")).items
+        if e.reason == "Scheduled"
+        and e.involved_object.kind == "Reservation"
+        and e.involved_object.name in reservations
+    ]
+    counts = {name: 0 for name in reservations}
+    for event in placements:
+        counts[event.involved_object.name] += event.count or 1
+    assert set(counts.values()) == {1}, f"a reservation was placed more than once: {counts}"
+    for name in reservations:
+        await custom.delete_cluster_custom_object(*RESERVATIONS, name)
     # The Deployment is whole again for the tests after this one.
     incluster.wait_ready(installed, print)
 
@@ -286,6 +314,24 @@ def test_the_local_overlay_changes_only_what_the_local_cluster_needs(installed: 
         ("apps/v1", "DaemonSet", incluster.AGENT),
         ("apps/v1", "Deployment", incluster.CONTROLLER),
     ]
+
+
+def _reservation(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                }
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": name}}}],
+            "ttl": "10m",
+        },
+    }
 
 
 def _manifests() -> Path:

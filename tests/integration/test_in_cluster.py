@@ -304,6 +304,107 @@ async def test_the_standby_takes_over_when_the_leader_pod_goes_and_nothing_is_bo
     incluster.wait_ready(installed, print)
 
 
+def _containers(kubectl: Kubectl) -> dict[str, tuple[str, int]]:
+    """Each Berth pod's container id and restart count."""
+    found = {}
+    for pod in _berth_pods(kubectl):
+        (container,) = pod["status"]["containerStatuses"]
+        found[pod["metadata"]["name"]] = (container["containerID"], container["restartCount"])
+    return found
+
+
+async def _binds_one(api: ApiClient, namespace: str, name: str) -> None:
+    """A pod created now is bound by Berth (the API server may still be coming back)."""
+    pods = Pods(api, namespace)
+
+    async def created() -> bool:
+        try:
+            await pods.create(pod_body(name, SCHEDULER, cpu="100m"))
+        except (ApiException, OSError) as err:
+            return getattr(err, "status", 0) == 409
+        return True
+
+    await eventually(created, within=60)
+    await pods.wait_bound(name, within=90)
+
+
+async def test_berth_s_pods_outlive_a_restart_of_the_kubelet_and_containerd(
+    installed: Kubectl, api: ApiClient, namespace: str
+) -> None:
+    before = _containers(installed)
+    restarted_at = datetime.now(UTC).replace(microsecond=0)
+    LocalCluster.default().restart_node_runtime()
+
+    async def heard_again() -> bool:
+        """The restarted kubelet has renewed its node's lease."""
+        lease = json.loads(
+            installed("-n", "kube-node-lease", "get", "lease", NODE_NAME, "-o", "json")
+        )
+        renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+        return renewed > restarted_at
+
+    await eventually(heard_again, within=60)
+    incluster.wait_ready(installed, print)
+    # The same containers, never restarted: the runtime came back under them.
+    assert _containers(installed) == before
+    await _binds_one(api, namespace, "after-runtime-restart")
+
+
+async def test_berth_comes_back_after_the_api_server_restarts(
+    installed: Kubectl, api: ApiClient, namespace: str
+) -> None:
+    LocalCluster.default().restart_apiserver()
+    await _binds_one(api, namespace, "after-apiserver-restart")
+    incluster.wait_ready(installed, print)
+
+
+async def test_quota_writes_are_refused_by_name_while_berth_is_down_and_taken_after(
+    installed: Kubectl, api: ApiClient, namespace: str
+) -> None:
+    """The webhook fails closed: with no Berth replica, an ElasticQuota write is refused
+    with the webhook's name, and nothing is stored; with Berth back it is taken."""
+    deployment = ("-n", incluster.NAMESPACE, "scale", "deployment", incluster.CONTROLLER)
+    installed(*deployment, "--replicas=0")
+
+    def controllers() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in _berth_pods(installed)
+            if p["metadata"]["labels"]["app.kubernetes.io/name"] == incluster.CONTROLLER
+        ]
+
+    async def down() -> bool:
+        return not controllers() and not json.loads(
+            installed("-n", incluster.NAMESPACE, "get", "endpoints", "berth-webhook", "-o", "json")
+        ).get("subsets")
+
+    try:
+        await eventually(down, within=90)
+        quota = {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {"name": "while-down"},
+            "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
+        }
+        custom = CustomObjectsApi(api)
+        with pytest.raises(ApiException) as refused:
+            await custom.create_namespaced_custom_object(
+                "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
+            )
+        message = json.loads(refused.value.body or "{}")["message"]
+        assert 'failed calling webhook "elasticquotas.berth.io"' in message, message
+        listed = await custom.list_namespaced_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas"
+        )
+        assert listed["items"] == []
+    finally:
+        installed(*deployment, "--replicas=2")
+        incluster.wait_ready(installed, print)
+    await custom.create_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
+    )
+
+
 def test_the_local_overlay_changes_only_what_the_local_cluster_needs(installed: Kubectl) -> None:
     """The objects applied are the manifests' own, but for the two commented patches."""
     base = {_key(o): o for o in yaml.safe_load_all(installed("kustomize", str(_manifests())))}

@@ -40,6 +40,9 @@ NODES_READY_PER_NODE = 0.05
 """The bound on nodes becoming Ready: two minutes, and 50 ms more a node (kwok marks a
 thousand in well under a minute on two cores; the margin is for a loaded machine)."""
 REAL_NODE_READY_TIMEOUT = 180.0
+KUBELET_STARTS = 10
+KUBELET_SETTLE = 5.0
+"""A kubelet still running this long after its start got past its runtime's checks."""
 STOP_GRACE = 10.0
 START_ATTEMPTS = 3
 CREATE_BATCH = 500
@@ -79,6 +82,9 @@ class EarlyExit(ClusterError):
 class Process:
     name: str
     pid: int
+    argv: tuple[str, ...] = ()
+    """As started: a process started in the node's namespace has exec'd past the
+    ``nsenter`` its command line began with."""
 
 
 class LocalCluster:
@@ -281,17 +287,56 @@ class LocalCluster:
         """Stop the API server and start it again on the same port and data: what a
         control-plane upgrade or crash looks like to every client (for fault tests)."""
         with self._locked():
-            processes = self._recorded()
-            apiserver = next((p for p in processes if p.name == "apiserver"), None)
-            if apiserver is None:
-                raise ClusterError("the local cluster is not up")
-            argv = _cmdline(apiserver.pid).split()
-            port = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--secure-port="))
-            _stop(apiserver)
-            restarted = self._spawn("apiserver", argv)
-            processes = [restarted if p.name == "apiserver" else p for p in processes]
-            self._record(processes)
+            (restarted,) = self._restart(("apiserver",))
+            port = next(
+                int(a.split("=", 1)[1]) for a in restarted.argv if a.startswith("--secure-port=")
+            )
             self._wait_api_ready(port, restarted)
+
+    def restart_node_runtime(self) -> None:
+        """Stop the real node's kubelet and containerd and start them again, leaving its
+        containers running: what a node's runtime upgrade or crash looks like to its pods
+        (for fault tests). Returns once containerd answers and the node is Ready again."""
+        with self._locked():
+            processes = self._recorded()
+            kubelet, containerd = (
+                next(p for p in processes if p.name == name) for name in ("kubelet", "containerd")
+            )
+            for proc in (kubelet, containerd):
+                _stop(proc)
+            restarted = self._spawn("containerd", containerd.argv)
+            realnode.wait_containerd(self.node, lambda: not _exited(restarted.pid))
+            started = self._start_kubelet(kubelet.argv)
+            by_name = {"containerd": restarted, "kubelet": started}
+            self._record([by_name.get(p.name, p) for p in processes])
+
+    def _start_kubelet(self, argv: Sequence[str]) -> Process:
+        """The kubelet, started again while it exits at once: it refuses a containerd whose
+        CRI service is still initialising (which ``ctr version`` does not show)."""
+        for _ in range(KUBELET_STARTS):
+            kubelet = self._spawn("kubelet", argv)
+            deadline = time.monotonic() + KUBELET_SETTLE
+            while time.monotonic() < deadline and not _exited(kubelet.pid):
+                time.sleep(0.2)
+            if not _exited(kubelet.pid):
+                return kubelet
+            _reap(kubelet.pid)
+        raise ClusterError(f"the kubelet exits at start: {self._tail('kubelet')}")
+
+    def _restart(self, names: Sequence[str]) -> list[Process]:
+        """Stops the named processes (in reverse order), starts them again with the same
+        command lines (in order) and records them."""
+        processes = self._recorded()
+        chosen = [next((p for p in processes if p.name == n), None) for n in names]
+        if any(p is None or not p.argv for p in chosen):
+            raise ClusterError(f"not running here, or started by an older berth: {names}")
+        for proc in reversed(chosen):
+            assert proc is not None
+            _stop(proc)
+        restarted = [self._spawn(p.name, p.argv) for p in chosen if p is not None]
+        by_name = {p.name: p for p in restarted}
+        self._record([by_name.get(p.name, p) for p in processes])
+        return restarted
 
     def start_real_node(
         self, images: Sequence[Path], say: Callable[[str], None] | None = None
@@ -329,11 +374,10 @@ class LocalCluster:
             realnode.wait_containerd(layout, lambda: not _exited(containerd.pid))
             realnode.import_images(layout, [pause, *images])
             report(f"containerd ready with {1 + len(images)} image(s) loaded")
-            kubelet = self._spawn(
-                "kubelet",
+            kubelet = self._start_kubelet(
                 netns.command(
                     nodeconfig.NETNS, nodeconfig.kubelet_argv(binaries["kubelet"], layout)
-                ),
+                )
             )
             processes.append(kubelet)
             kubeconfig = str(self.kubeconfig)
@@ -429,14 +473,17 @@ class LocalCluster:
                 start_new_session=True,
                 cwd=self.state_dir,
             )
-        return Process(name, child.pid)
+        return Process(name, child.pid, tuple(argv))
 
     def _record(self, processes: list[Process]) -> None:
         self._pidfile.write_text(json.dumps([p.__dict__ for p in processes]))
 
     def _recorded(self) -> list[Process]:
         try:
-            return [Process(**p) for p in json.loads(self._pidfile.read_text())]
+            return [
+                Process(p["name"], p["pid"], tuple(p.get("argv", ())))
+                for p in json.loads(self._pidfile.read_text())
+            ]
         except (OSError, ValueError, TypeError):
             return []
 

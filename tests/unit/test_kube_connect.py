@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.config.incluster_config import SERVICE_TOKEN_FILENAME
 
 from berth.cli import main
 from berth.kube import client
@@ -121,7 +122,22 @@ def test_berth_agent_without_a_kubeconfig_says_so_in_one_line(
     missing = tmp_path / "missing"
     assert main(["agent", "--node-name=n1", f"--kubeconfig={missing}"]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"berth: error: no usable Kubernetes client configuration ({missing})")
+    assert last.startswith(
+        f"berth: error: no usable Kubernetes client configuration ({missing}): no such file; "
+    )
     assert last.endswith(
         "pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
+    )
+
+
+@pytest.mark.skipif(Path(SERVICE_TOKEN_FILENAME).exists(), reason="runs in a pod with a token")
+def test_in_a_pod_without_a_token_the_service_account_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "1")
+    assert main(["agent", "--node-name=n1"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(
+        "berth: error: no usable Kubernetes client configuration (the pod's service account): "
     )

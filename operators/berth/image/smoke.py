@@ -52,6 +52,11 @@ print(count)
 FIND_EXTENSIONS = f"find /{spec.SITE_PACKAGES} -name '*.so*' -type f -exec ldd {{}} +"
 
 
+def missing_libraries(ldd: str) -> list[str]:
+    """The libraries ``ldd`` could not find, from its output for one or more files."""
+    return sorted({line.split()[0] for line in ldd.splitlines() if "=> not found" in line})
+
+
 def check(root: Path) -> str:
     """Raises ImageError naming what is broken; returns what ``berth version`` says."""
     imported = run(
@@ -61,7 +66,7 @@ def check(root: Path) -> str:
     if int(imported.strip() or 0) == 0:
         raise ImageError("the smoke check imported no Berth module")
     linked = run(chroot(root, "/bin/sh", "-c", FIND_EXTENSIONS, user=spec.USER), "ldd")
-    missing = sorted({line.split()[0] for line in linked.splitlines() if "not found" in line})
+    missing = missing_libraries(linked)
     if missing:
         raise ImageError(f"extension modules link missing libraries: {', '.join(missing)}")
     for command in ("run", "agent"):

@@ -40,20 +40,27 @@ def _pip(python: Path | str, command: str, *options: str | Path) -> list[str | P
     return [python, "-m", "pip", command, "--quiet", "--disable-pip-version-check", *options]
 
 
-def _builder(work: Path) -> Path:
-    """A virtual environment with the locked build backend; returns its Python."""
-    venv = work / "builder"
-    run([sys.executable, "-m", "venv", venv], "creating the wheel builder's environment")
+def _builder(cache: Path) -> Path:
+    """A virtual environment with the locked build backend, kept in ``cache`` per version
+    of the build lock; returns its Python."""
+    lock_digest = hashlib.sha256(spec.BUILD_LOCK_FILE.read_bytes()).hexdigest()[:12]
+    venv = cache / f"builder-{lock_digest}"
     python = venv / "bin" / "python"
+    if (venv / "ready").is_file():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    run([sys.executable, "-m", "venv", venv], "creating the wheel builder's environment")
     run(
         _pip(python, "install", "--no-deps", "--require-hashes", "-r", spec.BUILD_LOCK_FILE),
         "installing the locked build backend",
     )
+    (venv / "ready").touch()
     return python
 
 
-def build_berth_wheel(repo: Path, work: Path) -> Path:
-    """Berth's wheel, built from a copy of its sources; returns its path."""
+def build_berth_wheel(repo: Path, work: Path, cache: Path) -> Path:
+    """Berth's wheel, built from a copy of its sources in ``work`` with the build backend
+    kept in ``cache``; returns its path."""
     copy = work / "source"
     for path in source_files(repo):
         target = copy / path.relative_to(repo)

@@ -87,7 +87,10 @@ def cached(archive: Path, key: str) -> Built | None:
         return None
     if record.get("key") != key or not archive.is_file():
         return None
-    return Built(**record)
+    try:
+        return Built(**record)
+    except TypeError:  # a record from an older build of the builder
+        return None
 
 
 @contextmanager
@@ -113,13 +116,12 @@ def ensure_image(progress: Progress | None = None) -> Path:
 
 
 class _Steps:
-    """Says each step of a build as it starts and, every TICK_SECONDS, the one still
-    running, so that a long step never looks hung."""
+    """Says each step of a build as it starts and, every TICK_SECONDS, the time gone, so
+    that a long step never looks hung."""
 
     def __init__(self, say: Progress) -> None:
         self.say = say
         self.started = time.monotonic()
-        self.doing = "starting"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, name="image-progress", daemon=True)
 
@@ -134,7 +136,6 @@ class _Steps:
         self._thread.join()
 
     def __call__(self, doing: str) -> None:
-        self.doing = doing
         self.say(doing)
 
     def seconds(self) -> float:
@@ -142,7 +143,7 @@ class _Steps:
 
     def _tick(self) -> None:
         while not self._stop.wait(TICK_SECONDS):
-            self.say(f"  still {self.doing} ({self.seconds():.0f}s so far)")
+            self.say(f"  ... {self.seconds():.0f}s")
 
 
 def commit_and_epoch(repo: Path = REPO_DIR) -> tuple[str, int]:

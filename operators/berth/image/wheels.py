@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from berth.image import spec
-from berth.image.lock import target_options
+from berth.image import lock, spec
+from berth.image.lock import Pin, target_options
 from berth.image.process import run
 
 # What Berth's wheel is built from (also what decides whether the image is rebuilt).
@@ -81,10 +81,9 @@ def install(root: Path, berth_wheel: Path, machine: str, work: Path) -> None:
     """The locked wheels and Berth's into ``root``'s site-packages, then its commands."""
     digest = hashlib.sha256(berth_wheel.read_bytes()).hexdigest()
     version = berth_wheel.name.split("-")[1]
+    pins = [*lock.read(spec.LOCK_FILE), Pin(spec.NAME, version, (f"sha256:{digest}",))]
     requirements = work / "requirements.txt"
-    requirements.write_text(
-        spec.LOCK_FILE.read_text() + f"{spec.NAME}=={version} --hash=sha256:{digest}\n"
-    )
+    requirements.write_text(lock.render(pins, "The lock, and Berth's wheel built for this image"))
     site = root / spec.SITE_PACKAGES
     run(
         _pip(

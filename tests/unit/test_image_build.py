@@ -147,3 +147,14 @@ def test_ldd_output_names_the_missing_libraries() -> None:
     )
     assert smoke.missing_libraries(output) == ["libgcc_s.so.1", "libstdc++.so.6"]
     assert smoke.missing_libraries("\tlibc.so.6 => /lib/libc.so.6 (0x1)\n") == []
+
+
+def test_without_mmdebstrap_and_without_root_the_build_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 1000)
+    with pytest.raises(
+        ImageError, match=r"^mmdebstrap is missing: run `apt-get install mmdebstrap`"
+    ):
+        rootfs.ensure_mmdebstrap(print)

@@ -133,10 +133,13 @@ async def serve(
         await health.start()
         logger.info("serving health and metrics", address=f"{host}:{health.port}")
         webhook = None
+        reached = asyncio.Event()
+        health.add_readiness("API server reached", reached.is_set)
         try:
             # Health is served meanwhile: the liveness probe must not restart a process
             # that is waiting for its API server, before it can say why it gives up.
             await wait_for_api(api)
+            reached.set()
             webhook = await _start_webhook(options, api)
             if not settings.leader_election.leader_elect:
                 health.add_readiness("components ready", ready)

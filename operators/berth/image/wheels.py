@@ -67,10 +67,9 @@ def build_berth_wheel(repo: Path, work: Path, cache: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
     out = work / "wheels"
+    python = _builder(cache)
     run(
-        _pip(
-            _builder(work), "wheel", "--no-deps", "--no-build-isolation", f"--wheel-dir={out}", copy
-        ),
+        _pip(python, "wheel", "--no-deps", "--no-build-isolation", f"--wheel-dir={out}", copy),
         "building Berth's wheel",
     )
     (wheel,) = out.glob("berth-*.whl")

@@ -20,12 +20,16 @@ COPY pyproject.toml README.md ./
 COPY operators ./operators
 ARG COMMIT=unknown
 ENV SITE=/install/usr/local/lib/python3.11/dist-packages
-# pip runs here, not in the image: the image has no pip. The console scripts go to
-# /usr/local/bin, run by the image's Python.
+# pip runs here, not in the image: the image has no pip. Berth's wheel joins the lock with
+# its own hash, so that every wheel is checked. The console scripts go to /usr/local/bin,
+# run by the image's Python.
 RUN /builder/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
+    && wheel=$(echo /wheels/berth-*.whl) \
+    && cp image/requirements.lock /tmp/requirements.txt \
+    && echo "berth==$(basename "$wheel" | cut -d- -f2) --hash=sha256:$(sha256sum "$wheel" | cut -d' ' -f1)" \
+        >> /tmp/requirements.txt \
     && /builder/bin/pip install --no-deps --require-hashes --only-binary=:all: --no-compile \
-        --target "$SITE" -r image/requirements.lock \
-    && /builder/bin/pip install --no-deps --no-index --no-compile --target "$SITE" /wheels/berth-*.whl \
+        --find-links /wheels --target "$SITE" -r /tmp/requirements.txt \
     && mkdir -p /install/usr/local/bin \
     && for script in "$SITE"/bin/*; do \
         sed '1s|.*|#!/usr/bin/python3|' "$script" > "/install/usr/local/bin/${script##*/}"; \

@@ -129,12 +129,18 @@ async def serve(
     host, _, port = options.health_address.rpartition(":")
     health = HealthServer(host or "0.0.0.0", int(port))
     async with api_client(configuration) as api:
-        await wait_for_api(api)
         lead, ready = _components(options, settings, descheduling, api, configuration, health)
         await health.start()
         logger.info("serving health and metrics", address=f"{host}:{health.port}")
-        webhook = await _start_webhook(options, api)
+        webhook = None
+        reached = asyncio.Event()
+        health.add_readiness("API server reached", reached.is_set)
         try:
+            # Health is served meanwhile: the liveness probe must not restart a process
+            # that is waiting for its API server, before it can say why it gives up.
+            await wait_for_api(api)
+            reached.set()
+            webhook = await _start_webhook(options, api)
             if not settings.leader_election.leader_elect:
                 health.add_readiness("components ready", ready)
                 return await lead(stop)

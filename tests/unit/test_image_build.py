@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from berth.image import build, rootfs, spec
+from berth.image import build, rootfs, smoke, spec
 from berth.image.spec import ImageError
 from berth.localcluster.paths import REPO_DIR
 
@@ -71,10 +71,10 @@ def test_ensure_image_builds_only_when_the_inputs_changed(
     record |= {"commit": "c", "epoch": 0, "seconds": 1.0}
     build.record_path(archive).write_text(json.dumps(record))
 
-    def refuse(progress: object = None) -> None:
+    def refuse(say: object, archive: Path) -> None:
         raise ImageError("built again")
 
-    monkeypatch.setattr(build, "build", refuse)
+    monkeypatch.setattr(build, "_build", refuse)
     assert build.ensure_image() == archive
     build.record_path(archive).write_text(json.dumps(record | {"key": "stale"}))
     with pytest.raises(ImageError, match="built again"):
@@ -133,3 +133,28 @@ def test_the_dockerfile_builds_from_the_same_definition() -> None:
     assert "--invalidation-mode=unchecked-hash" in dockerfile
     for variable in spec.ENV[1:]:
         assert re.search(rf"\b{re.escape(variable)}\b", dockerfile), variable
+
+
+def test_ldd_output_names_the_missing_libraries() -> None:
+    output = (
+        "/x/_multiarray_umath.so:\n"
+        "\tlinux-vdso.so.1 (0x00007ffd)\n"
+        "\tlibstdc++.so.6 => not found\n"
+        "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n"
+        "/x/_orjson.so:\n"
+        "\tlibstdc++.so.6 => not found\n"
+        "\tlibgcc_s.so.1 => not found\n"
+    )
+    assert smoke.missing_libraries(output) == ["libgcc_s.so.1", "libstdc++.so.6"]
+    assert smoke.missing_libraries("\tlibc.so.6 => /lib/libc.so.6 (0x1)\n") == []
+
+
+def test_without_mmdebstrap_and_without_root_the_build_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 1000)
+    with pytest.raises(
+        ImageError, match=r"^mmdebstrap is missing: run `apt-get install mmdebstrap`"
+    ):
+        rootfs.ensure_mmdebstrap(print)

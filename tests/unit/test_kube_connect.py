@@ -3,17 +3,23 @@ says what, where and what to do, instead of a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration
+from kubernetes_asyncio.config.incluster_config import SERVICE_TOKEN_FILENAME
 
+from berth import run as berth_run
 from berth.cli import main
+from berth.health import HealthServer
 from berth.kube import client
 from berth.kube.client import ConnectError, api_client, wait_for_api
+from berth.scheduler import config as scheduler_config
 
 
 def closed_port() -> int:
@@ -121,7 +127,54 @@ def test_berth_agent_without_a_kubeconfig_says_so_in_one_line(
     missing = tmp_path / "missing"
     assert main(["agent", "--node-name=n1", f"--kubeconfig={missing}"]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"berth: error: no usable Kubernetes client configuration ({missing})")
+    assert last.startswith(
+        f"berth: error: no usable Kubernetes client configuration ({missing}): no such file; "
+    )
     assert last.endswith(
         "pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
     )
+
+
+@pytest.mark.skipif(Path(SERVICE_TOKEN_FILENAME).exists(), reason="runs in a pod with a token")
+def test_in_a_pod_without_a_token_the_service_account_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "1")
+    assert main(["agent", "--node-name=n1"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(
+        "berth: error: no usable Kubernetes client configuration (the pod's service account): "
+    )
+
+
+async def test_berth_run_is_alive_but_not_ready_while_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The liveness probe must not restart it before it can say why it gives up, and no
+    Service may send it traffic meanwhile."""
+    started: list[HealthServer] = []
+    serving_health = asyncio.Event()
+
+    class Recorded(HealthServer):
+        async def start(self) -> None:
+            await super().start()
+            started.append(self)
+            serving_health.set()
+
+    monkeypatch.setattr(berth_run, "HealthServer", Recorded)
+    monkeypatch.setattr(client, "CONNECT_BUDGET_SECONDS", 3.0)
+    options = berth_run.RunOptions(
+        kubeconfig=kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}"),
+        health_address="127.0.0.1:0",
+    )
+    serving = asyncio.create_task(berth_run.serve(options, scheduler_config.load(None)))
+    await asyncio.wait_for(serving_health.wait(), 10)
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{started[0].port}") as http:
+        async with http.get("/healthz") as alive:
+            assert alive.status == 200
+        async with http.get("/readyz") as ready:
+            assert ready.status == 503
+            assert "API server reached" in await ready.text()
+    with pytest.raises(ConnectError):
+        await serving

@@ -148,7 +148,7 @@ def _blob(data: bytes) -> Blob:
     return Blob("sha256:" + hashlib.sha256(data).hexdigest(), len(data))
 
 
-def created(epoch: int) -> str:
+def _created(epoch: int) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -163,7 +163,7 @@ def image_config(
     return {
         "architecture": architecture,
         "os": "linux",
-        "created": created(epoch),
+        "created": _created(epoch),
         "config": {
             "User": run.user,
             "Entrypoint": list(run.entrypoint),
@@ -174,7 +174,7 @@ def image_config(
             "Labels": dict(labels),
         },
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
-        "history": [{"created": created(epoch), "created_by": "berth image build"}],
+        "history": [{"created": _created(epoch), "created_by": "berth image build"}],
     }
 
 

@@ -8,16 +8,20 @@ the tests can ask for it every run.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import TracebackType
 
 from berth.image import rootfs, smoke, spec, wheels
 from berth.image.archive import Archive, write_archive
@@ -25,6 +29,8 @@ from berth.image.spec import ImageError
 from berth.localcluster.paths import REPO_DIR
 
 Progress = Callable[[str], None]
+TICK_SECONDS = 30.0
+"""How often a long step (mmdebstrap's minute) says it is still going."""
 
 
 @dataclass(frozen=True)
@@ -81,19 +87,63 @@ def cached(archive: Path, key: str) -> Built | None:
         return None
     if record.get("key") != key or not archive.is_file():
         return None
-    return Built(**record)
+    try:
+        return Built(**record)
+    except TypeError:  # a record from an older build of the builder
+        return None
+
+
+@contextmanager
+def _exclusive() -> Iterator[None]:
+    """One build at a time in the cache: the demo and the tests may both ask at once."""
+    spec.OUT_DIR.mkdir(parents=True, exist_ok=True)
+    with (spec.OUT_DIR / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def ensure_image(progress: Progress | None = None) -> Path:
     """The archive of the image for the checkout, building it first if its inputs changed."""
     name = spec.image_name()
     archive = spec.archive_path(name)
-    record = cached(archive, input_key())
-    if record is None:
-        build(progress)
-    else:
-        (progress or _stderr)(f"{name.reference} is up to date: {record.describe(archive)}")
+    with _exclusive():
+        record = cached(archive, input_key())
+        if record is None:
+            _build(progress or _stderr, archive)
+        else:
+            (progress or _stderr)(f"{name.reference} is up to date: {record.describe(archive)}")
     return archive
+
+
+class _Steps:
+    """Says each step of a build as it starts and, every TICK_SECONDS, the time gone, so
+    that a long step never looks hung."""
+
+    def __init__(self, say: Progress) -> None:
+        self.say = say
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="image-progress", daemon=True)
+
+    def __enter__(self) -> _Steps:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def __call__(self, doing: str) -> None:
+        self.say(doing)
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            self.say(f"  ... {self.seconds():.0f}s")
 
 
 def commit_and_epoch(repo: Path = REPO_DIR) -> tuple[str, int]:
@@ -112,12 +162,19 @@ def commit_and_epoch(repo: Path = REPO_DIR) -> tuple[str, int]:
     return commit, int(epoch)
 
 
-def build(progress: Progress | None = None, out: Path | None = None) -> tuple[Archive, Built]:
-    """Build the archive (at ``out``, default in .cache/image) and its record."""
-    say = progress or _stderr
-    started = time.monotonic()
+def build(progress: Progress | None = None) -> tuple[Archive, Built]:
+    """Build the archive in .cache/image and its record, up to date or not."""
+    with _exclusive():
+        return _build(progress or _stderr, spec.archive_path(spec.image_name()))
+
+
+def _build(say: Progress, archive_file: Path) -> tuple[Archive, Built]:
+    with _Steps(say) as step:
+        return _build_steps(step, archive_file)
+
+
+def _build_steps(step: _Steps, archive_file: Path) -> tuple[Archive, Built]:
     name = spec.image_name()
-    archive_file = out or spec.archive_path(name)
     key = input_key()
     commit, epoch = commit_and_epoch()
     debian_arch, machine = rootfs.architecture()
@@ -126,22 +183,22 @@ def build(progress: Progress | None = None, out: Path | None = None) -> tuple[Ar
     work.mkdir(parents=True)
     root = work / "rootfs"
     try:
-        mmdebstrap = rootfs.ensure_mmdebstrap(say)
+        mmdebstrap = rootfs.ensure_mmdebstrap(step)
         packages = rootfs.read_packages()
-        say(f"building {name.reference}: Debian {spec.SUITE} packages (mmdebstrap, a minute)")
+        step(f"building {name.reference}: Debian {spec.SUITE} packages (mmdebstrap, a minute)")
         rootfs.bootstrap(mmdebstrap, root, packages, epoch)
-        say("building Berth's wheel and installing the locked wheels")
-        wheel = wheels.build_berth_wheel(REPO_DIR, work)
+        step("building Berth's wheel and installing the locked wheels")
+        wheel = wheels.build_berth_wheel(REPO_DIR, work, spec.OUT_DIR)
         wheels.install(root, wheel, machine, work)
         rootfs.add_user(root)
         rootfs.write_build_info(root, commit)
+        step("compiling the bytecode")
         rootfs.compile_bytecode(root)
-        say("smoke check: importing every module, ldd, berth run/agent --help")
-        version = smoke.check(root)
-        say(f"  {version}")
+        step("smoke check: importing every module, ldd, berth run/agent --help")
+        step.say(f"  {smoke.check(root)}")
         rootfs.clean(root)
         package_list = rootfs.package_list(root)
-        say("writing the archive")
+        step("writing the archive")
         labels = {
             "org.opencontainers.image.title": name.repository,
             "org.opencontainers.image.version": name.tag,
@@ -157,11 +214,11 @@ def build(progress: Progress | None = None, out: Path | None = None) -> tuple[Ar
         unpacked=image.layer.unpacked,
         commit=commit,
         epoch=epoch,
-        seconds=round(time.monotonic() - started, 1),
+        seconds=round(step.seconds(), 1),
     )
     packages_path(archive_file).write_text(package_list)
     record_path(archive_file).write_text(json.dumps(asdict(built), indent=2) + "\n")
-    say(f"built {name.reference} in {built.seconds:.0f}s: {built.describe(archive_file)}")
+    step.say(f"built {name.reference} in {built.seconds:.0f}s: {built.describe(archive_file)}")
     return image, built
 
 
@@ -173,14 +230,16 @@ def _stderr(message: str) -> None:
 def build_twice(progress: Progress | None = None) -> tuple[Built, Built]:
     """Two builds from scratch; ImageError unless their archives are the same bytes."""
     say = progress or _stderr
-    image, first = build(say)
-    again = image.path.with_name(f"{image.path.stem}.again.tar")
-    say("building again to compare")
-    _, second = build(say, out=again)
+    archive = spec.archive_path(spec.image_name())
+    again = archive.with_name(f"{archive.stem}.again.tar")
+    with _exclusive():
+        _, first = _build(say, archive)
+        say("building again to compare")
+        _, second = _build(say, again)
     if second.digest != first.digest:
         raise ImageError(
             f"two builds differ: {first.digest} and {second.digest} "
-            f"(compare {image.path.name} with {again.name})"
+            f"(compare {archive.name} with {again.name})"
         )
     for path in (again, record_path(again), packages_path(again)):
         path.unlink(missing_ok=True)

@@ -14,14 +14,12 @@ def run(
     what: str,
     *,
     env: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
 ) -> str:
     """``argv``'s standard output; ImageError naming ``what`` and its last error line."""
     try:
         done = subprocess.run(
             [str(a) for a in argv],
             env=None if env is None else dict(env),
-            cwd=cwd,
             capture_output=True,
             text=True,
         )

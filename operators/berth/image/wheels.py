@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from berth.image import spec
-from berth.image.lock import target_options
+from berth.image import lock, spec
+from berth.image.lock import Pin, target_options
 from berth.image.process import run
 
 # What Berth's wheel is built from (also what decides whether the image is rebuilt).
@@ -40,30 +40,36 @@ def _pip(python: Path | str, command: str, *options: str | Path) -> list[str | P
     return [python, "-m", "pip", command, "--quiet", "--disable-pip-version-check", *options]
 
 
-def _builder(work: Path) -> Path:
-    """A virtual environment with the locked build backend; returns its Python."""
-    venv = work / "builder"
-    run([sys.executable, "-m", "venv", venv], "creating the wheel builder's environment")
+def _builder(cache: Path) -> Path:
+    """A virtual environment with the locked build backend, kept in ``cache`` per version
+    of the build lock; returns its Python."""
+    lock_digest = hashlib.sha256(spec.BUILD_LOCK_FILE.read_bytes()).hexdigest()[:12]
+    venv = cache / f"builder-{lock_digest}"
     python = venv / "bin" / "python"
+    if (venv / "ready").is_file():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    run([sys.executable, "-m", "venv", venv], "creating the wheel builder's environment")
     run(
         _pip(python, "install", "--no-deps", "--require-hashes", "-r", spec.BUILD_LOCK_FILE),
         "installing the locked build backend",
     )
+    (venv / "ready").touch()
     return python
 
 
-def build_berth_wheel(repo: Path, work: Path) -> Path:
-    """Berth's wheel, built from a copy of its sources; returns its path."""
+def build_berth_wheel(repo: Path, work: Path, cache: Path) -> Path:
+    """Berth's wheel, built from a copy of its sources in ``work`` with the build backend
+    kept in ``cache``; returns its path."""
     copy = work / "source"
     for path in source_files(repo):
         target = copy / path.relative_to(repo)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
     out = work / "wheels"
+    python = _builder(cache)
     run(
-        _pip(
-            _builder(work), "wheel", "--no-deps", "--no-build-isolation", f"--wheel-dir={out}", copy
-        ),
+        _pip(python, "wheel", "--no-deps", "--no-build-isolation", f"--wheel-dir={out}", copy),
         "building Berth's wheel",
     )
     (wheel,) = out.glob("berth-*.whl")
@@ -74,10 +80,9 @@ def install(root: Path, berth_wheel: Path, machine: str, work: Path) -> None:
     """The locked wheels and Berth's into ``root``'s site-packages, then its commands."""
     digest = hashlib.sha256(berth_wheel.read_bytes()).hexdigest()
     version = berth_wheel.name.split("-")[1]
+    pins = [*lock.read(spec.LOCK_FILE), Pin(spec.NAME, version, (f"sha256:{digest}",))]
     requirements = work / "requirements.txt"
-    requirements.write_text(
-        spec.LOCK_FILE.read_text() + f"{spec.NAME}=={version} --hash=sha256:{digest}\n"
-    )
+    requirements.write_text(lock.render(pins, "The lock, and Berth's wheel built for this image"))
     site = root / spec.SITE_PACKAGES
     run(
         _pip(

@@ -31,20 +31,33 @@ async def load_configuration(path: str | None = None, context: str | None = None
     or ``~/.kube/config`` as kubectl would. ConnectError when there are none to be had.
     """
     configuration = Configuration()
+    in_cluster = path is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     try:
-        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if in_cluster:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             await config.load_kube_config(
                 config_file=path, context=context, client_configuration=configuration
             )
     except (config.ConfigException, OSError) as err:
-        where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise ConnectError(
-            f"no usable Kubernetes client configuration ({where}): {_one_line(err)}; pass "
-            "--kubeconfig, set KUBECONFIG, or run in a pod with a service account"
-        ) from None
+        raise _unusable(path, in_cluster, err) from None
     return configuration
+
+
+def _unusable(path: str | None, in_cluster: bool, err: Exception) -> ConnectError:
+    """Which configuration could not be used, and why: a kubeconfig that is not there is
+    said so, not as the client's complaint about its missing keys."""
+    where = "the pod's service account"
+    reason = _one_line(err)
+    if not in_cluster:
+        where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        files = [os.path.expanduser(p) for p in where.split(os.pathsep) if p]
+        if not any(os.path.isfile(f) for f in files):
+            reason = "no such file"
+    return ConnectError(
+        f"no usable Kubernetes client configuration ({where}): {reason}; pass "
+        "--kubeconfig, set KUBECONFIG, or run in a pod with a service account"
+    )
 
 
 # How long a component waits for its API server before giving up, and the waits between

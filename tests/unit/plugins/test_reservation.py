@@ -347,6 +347,26 @@ def test_an_owner_may_evict_a_lower_priority_owner_of_the_same_reservation() -> 
     assert candidates(made, web("w2", "3", priority=100)) == [["w1"]]
 
 
+@pytest.mark.parametrize("policy", ["Aligned", "Restricted"])
+@pytest.mark.parametrize("stranger_priority", [0, 2000])
+def test_a_victims_share_flows_back_into_the_reservation_in_the_dry_run(
+    stranger_priority: int, policy: str
+) -> None:
+    """Node 4 cpu, reusable r = 3 holding owner w1 (2 cpu), a stranger x (1 cpu). Owner w2
+    (3 cpu) needs only w1 gone: its 2 cpu go back into r, which then takes w2 whole. x is
+    no victim, and when x outranks w2, evicting w1 alone is still found."""
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("r", "3", policy=policy),
+        owner_in(web("w1", "2", node_name="n1"), "r"),
+        pod("x", "1", node_name="n1", priority=stranger_priority),
+        profile=PROFILE,
+    )
+    assert candidates(made, web("w2", "3", priority=100)) == [["w1"]]
+    assert made.book.held["rsv-r"].remaining() == {"cpu": 1000}  # the dry run left it as it was
+    assert made.feasible(pod("y", "1")) == []
+
+
 def test_a_nominated_pods_hold_never_covers_reserved_capacity() -> None:
     made = make_env(
         node("n1", cpu="4"),

@@ -265,6 +265,30 @@ def test_aggregated_thresholds_read_the_percentile_and_window() -> None:
     assert env(*objects, args={"aggregated": aggregated}).feasible(cpu_pod("p")) == ["n1"]
 
 
+def test_aggregated_thresholds_without_the_statistic_fall_back_as_koordinator() -> None:
+    """No statistic to read: with no window named, a list holding other statistics gives
+    way to nodeUsage; a missing window (or no list at all, as after an agent restart)
+    gives way to the node's pods at their estimate or their reported usage, the larger."""
+    busy = (
+        node("n1"),
+        bound("web", "n1", "3", 600),  # estimated at 2.55 cpu (64%), reported at 3.8 (95%)
+    )
+    p95 = {"usageThresholds": {"cpu": 60}, "usageAggregationType": "p95"}
+    five = {**p95, "usageAggregatedDuration": "5m"}
+    none = metric("n1", "3800m", pods=[("default", "web", "3800m")])
+    other = metric(
+        "n1", "3800m", pods=[("default", "web", "3800m")], aggregated=[("5m", {"avg": "1"})]
+    )
+    refused = "0/1 nodes are available: 1 node(s) cpu aggregated usage exceed threshold."
+    for args, obj in ((p95, none), (five, none), (five, other), (p95, other)):
+        assert env(*busy, obj, args={"aggregated": args}).message(cpu_pod("p")) == refused
+    # The estimate alone (2.55 cpu, 64 %) refuses it too; an idle node takes it.
+    unreported = metric("n1", "3800m")
+    assert env(*busy, unreported, args={"aggregated": five}).message(cpu_pod("p")) == refused
+    idle = (node("n1"), metric("n1", "3800m"))
+    assert env(*idle, args={"aggregated": five}).feasible(cpu_pod("p")) == ["n1"]
+
+
 def test_the_node_annotation_wins_over_the_configured_thresholds() -> None:
     strict = node("n2")
     strict["metadata"]["annotations"] = {

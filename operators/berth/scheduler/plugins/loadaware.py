@@ -2,7 +2,8 @@
 
 Design 004 splits the two: the filter reads the latest NodeMetric report only (nodeUsage,
 the prod pods' usage, or a percentile of ``aggregatedNodeUsages``), so that a new pod is
-never refused for an estimate; the score adds the estimates of the pods the report does
+never refused for its own estimate (a percentile not reported gives way to the node's pods'
+estimates, as in Koordinator); the score adds the estimates of the pods the report does
 not include (placed after ``updateTime - reportIntervalSeconds``, or not listed in
 ``podsMetric``) and of the pod being scheduled, which is what spreads a burst. A node
 without a report passes and scores 0; an expired one is filtered (or, with
@@ -182,19 +183,28 @@ class LoadAwareScheduling(Plugin):
                 aggregated.score_aggregation_type, aggregated.score_window
             )
         if base is None:  # no such percentile yet: every pod is estimated (Koordinator)
-            pending = view.pods_at(row)
-            base = {}
-        else:
-            pending = view.unreported(
-                row,
-                report.updated - report.interval,
-                lambda p: (p.namespace, p.name) in report.pods,
-            )
+            return self.estimated(row, report)
+        pending = view.unreported(
+            row,
+            report.updated - report.interval,
+            lambda p: (p.namespace, p.name) in report.pods,
+        )
         if prod_only:
             pending = [p for p in pending if self._prod(p)]
         extra = pending_load((self.pod_estimate(p), _usage(report, p)) for p in pending)
         total = dict(base)
         add(total, extra)
+        return total
+
+    def estimated(self, row: int, report: NodeReport) -> Resources:
+        """The node's pods, each at its estimate or its reported usage, the larger: what
+        Koordinator counts when the statistic it reads (a window of
+        ``aggregatedNodeUsages``) is not reported."""
+        pods = self.handle.view.pods_at(row)
+        total: Resources = {}
+        for pod in pods:
+            add(total, _usage(report, pod) or {})
+        add(total, pending_load((self.pod_estimate(p), _usage(report, p)) for p in pods))
         return total
 
     def _verdicts(
@@ -206,9 +216,9 @@ class LoadAwareScheduling(Plugin):
             usage = report.aggregated_usage(
                 profile.aggregated.aggregation_type, profile.aggregated.duration
             )
-            over = (
-                over_threshold(usage, allocatable, profile.aggregated.thresholds) if usage else None
-            )
+            if usage is None:
+                usage = self.estimated(row, report)
+            over = over_threshold(usage, allocatable, profile.aggregated.thresholds)
             other = exceeds(over, aggregated=True) if over else None
         else:
             over = over_threshold(report.usage, allocatable, profile.usage)
@@ -390,6 +400,9 @@ class LoadAwareScheduling(Plugin):
         if aggregated is not None:
             kind = f"{aggregated.aggregation_type} usage"
             window = report.aggregated_usage(aggregated.aggregation_type, aggregated.duration)
+            if window is None:
+                kind = f"estimated usage (no {kind} reported)"
+                window = self.estimated(row, report)
             return kind, window, aggregated.thresholds
         return "usage", report.usage, profile.usage
 

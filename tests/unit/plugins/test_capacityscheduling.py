@@ -581,9 +581,9 @@ def test_a_stored_default_quota_sets_the_max_over_the_argument() -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        ({"quotaGroupNamespace": "koordinator-system"}, "quotaGroupNamespace is not supported"),
-        ({"revokePodInterval": "1s"}, "revokePodInterval is not supported"),
-        ({"hookPlugins": []}, "hookPlugins is not supported"),
+        ({"quotaGroupNamespace": "koordinator-system"}, "quotaGroupNamespace: not supported"),
+        ({"revokePodInterval": "1s"}, "revokePodInterval: not supported"),
+        ({"hookPlugins": []}, "hookPlugins: not supported"),
         ({"enableRuntimeQuota": False}, "enableRuntimeQuota: False is not supported"),
         ({"defaultQuotaGroupMax": {GPU: "-1"}}, "defaultQuotaGroupMax must not be negative"),
     ],

@@ -489,9 +489,16 @@ def test_story_1_reservation_names_and_holds_only_for_its_preemptor() -> None:
 
 
 def test_reservation_plugin_args_are_checked_by_name() -> None:
-    bad = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": {"enablePreemption": True}}]}
-    with pytest.raises(ConfigError, match=r"unknown argument.*enablePreemption"):
-        make_env(profile=bad)
+    def args(**given: Any) -> Json:
+        return {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": given}]}
+
+    make_env(profile=args(enablePreemption=False))  # Koordinator's default: how Berth works
+    with pytest.raises(ConfigError, match="enablePreemption: true is not supported"):
+        make_env(profile=args(enablePreemption=True))
+    with pytest.raises(ConfigError, match="gcDurationSeconds: not supported"):
+        make_env(profile=args(gcDurationSeconds=60))
+    with pytest.raises(ConfigError, match=r"reservePreemptedCapcity: unknown field.*did you mean"):
+        make_env(profile=args(reservePreemptedCapcity=True))
     ttl = {"preemptionReservationTTL": "0s", "reservePreemptedCapacity": True}
     zero = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": ttl}]}
     with pytest.raises(ConfigError, match="preemptionReservationTTL must be above 0s"):

@@ -59,15 +59,10 @@ FIXED_ARGS: dict[str, tuple[object, str]] = {
 
 
 def _check_fixed_args(args: dict[str, Any]) -> None:
-    """Refuse, by name, a value Berth cannot honour (and cache fields it has no use for)."""
+    """Refuse, by name, a value Berth cannot honour."""
     cache = args.get("cache") or {}
     if not isinstance(cache, dict):
         raise ValueError("cache: expected a mapping")
-    for name in sorted(set(cache) - {"foreignPodsDetect", "informerMode"}):
-        raise ValueError(
-            f"cache.{name} is not supported: Berth's pending ledger compares each report's "
-            "pods fingerprint with the pods it knows; remove it"
-        )
     given = {**args, **{f"cache.{k}": v for k, v in cache.items()}}
     for name, (value, meaning) in FIXED_ARGS.items():
         if name in given and given[name] != value:
@@ -82,15 +77,6 @@ class NodeResourceTopologyMatch(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - {
-            "scoringStrategy",
-            "cacheResyncPeriodSeconds",
-            "cache",
-            "discardReservedNodes",
-            "preemptionMode",
-        }
-        if unknown:
-            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         _check_fixed_args(args)
         strategy = args.get("scoringStrategy") or {}
         self.strategy = str(strategy.get("type") or "LeastAllocated")

@@ -84,7 +84,9 @@ ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
 # Reservation owned by it, made before any victim is evicted; and that reservation's ttl.
 RESERVE_FOR_PREEMPTORS = "reservePreemptedCapacity"
 PREEMPTION_TTL = "preemptionReservationTTL"
-ARGS = frozenset({RESERVE_FOR_PREEMPTORS, PREEMPTION_TTL})
+# Koordinator's ReservationArgs: whether a Reservation may preempt (false, its default, is
+# how Berth works).
+ENABLE_PREEMPTION = "enablePreemption"
 
 
 @dataclass
@@ -198,10 +200,11 @@ class Reservation(Plugin):
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
         self.book = handle.reservations
-        unknown = sorted(set(args) - ARGS)
-        if unknown:
+        if args.get(ENABLE_PREEMPTION, False) is not False:
             raise ValueError(
-                f"unknown argument(s) {', '.join(unknown)} (known: {', '.join(sorted(ARGS))})"
+                f"{ENABLE_PREEMPTION}: {json.dumps(args[ENABLE_PREEMPTION])} is not supported: "
+                "a Reservation waits for room (or is pre-allocated) and never preempts; "
+                "remove it or set false"
             )
         self.reserve_for_preemptors = bool(args.get(RESERVE_FOR_PREEMPTORS, False))
         try:

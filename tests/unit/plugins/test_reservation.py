@@ -212,7 +212,7 @@ def test_restricted_owner_must_fit_in_the_reservation() -> None:
     # 1 cpu left in it: a 2-cpu owner may not add free node capacity to it.
     _node_name, chosen = place(made, web("big", "2"))
     assert chosen is None
-    aligned = env(reservation("r", "2"))
+    aligned = make_env(node("n1", cpu="4"), reservation("r", "2"), profile=PROFILE)
     place(aligned, web("small", "1"))
     assert place(aligned, web("big", "2")) == ("n1", "r")
 
@@ -307,6 +307,60 @@ def test_the_lowest_reservation_order_is_used_first() -> None:
         profile=PROFILE,
     )
     assert place(made, web("w", "0.5")) == ("n1", "first")
+
+
+ORDER = "scheduling.koordinator.sh/reservation-order"
+
+
+def test_a_reservation_the_pod_overflows_scores_zero_as_in_koordinator() -> None:
+    """Node 8 cpu, 2 used; reusable big = 3 and small = 1; an owner of 2 cpu. Koordinator
+    scores small 0 (the pod overflows it) and picks big; charged to small, the owner would
+    take 1 cpu of the node's free capacity and a later 2-cpu pod would not fit."""
+    made = make_env(
+        node("n1", cpu="8"),
+        pod("used", "2", node_name="n1"),
+        reservation("big", "3"),
+        reservation("small", "1"),
+        profile=PROFILE,
+    )
+    assert place(made, web("w", "2")) == ("n1", "big")
+    assert made.feasible(pod("later", "2")) == ["n1"]
+
+
+def test_a_negative_order_is_used_first() -> None:
+    made = make_env(
+        node("n1", cpu="5"),
+        reservation("one", "2", labels={ORDER: "1"}),
+        reservation("minus", "2", labels={ORDER: "-1"}),
+        profile=PROFILE,
+    )
+    assert place(made, web("w", "1")) == ("n1", "minus")
+
+
+def scores(made: Env, raw: Json, *names: str) -> list[int]:
+    """The Reservation plugin's node scores after its PreFilter, for the named nodes."""
+    state, pod_info = CycleState(), info(raw)
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    nodes = made.view.nodes
+    plugin.pre_filter(state, pod_info, nodes)
+    rows = np.array([nodes.index[n] for n in names], dtype=np.int64)
+    return [int(s) for s in plugin.score(state, pod_info, nodes, rows)]
+
+
+def test_the_node_holding_the_lowest_order_is_preferred_across_nodes() -> None:
+    """Koordinator's PreScore: the node with the lowest-ordered reservation scores most,
+    the others by how full their reservation would be (MostAllocated), normalised."""
+    made = env(
+        reservation("full", "1", labels={ORDER: "2"}),
+        reservation("first", "4", node_name="n2", labels={ORDER: "1"}),
+    )
+    assert scores(made, web("w", "1"), "n1", "n2") == [10, 100]
+    assert place(made, web("w", "1")) == ("n2", "first")
+
+
+def test_nodes_score_by_how_full_their_reservation_would_be() -> None:
+    made = env(reservation("two", "2"), reservation("four", "4", node_name="n2"))
+    assert scores(made, web("w", "2"), "n1", "n2") == [100, 50]
 
 
 def owner_in(raw: Json, reservation_name: str) -> Json:

@@ -9,13 +9,15 @@ reservation-affinity is limited to such nodes and never falls back to ordinary c
 
 One accounting rule for filter, score and Reserve: on each node, PreFilter picks the one
 reservation the pod would use, Koordinator's way (the lowest non-zero
-``reservation-order`` label first, then the one that ends up most allocated), among those
+``reservation-order`` label first, then the one that ends up most allocated, a reservation
+the pod overflows counting as empty), among those
 the pod fits with (what is left of it plus the node's free capacity, or, Restricted, what
 is left of it alone); that one's remainder is what the filter credits and what Reserve
 charges. A pod that fits in none of them alone is not credited with their sum. In
 preemption's dry runs (kube-scheduler's PreFilter extensions AddPod/RemovePod) an owner
-taken off gives its share back to its reservation, which is then chosen again. Score
-prefers nodes with a reservation for the pod; PreBind writes the
+taken off gives its share back to its reservation, which is then chosen again. Score is
+Koordinator's: the node holding the lowest order first, then by how full the chosen
+reservation would be; PreBind writes the
 ``reservation-allocated`` annotation, the truth of ownership for the operator and for a
 restarted scheduler.
 """
@@ -23,6 +25,7 @@ restarted scheduler.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -75,6 +78,9 @@ logger = log.get(__name__)
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
 MAX_VERDICTS = 5
+# Koordinator's score of the node holding the lowest-ordered reservation, before the
+# scores are normalised to 0-100.
+PREFERRED_SCORE = 10 * MAX_NODE_SCORE
 # The decision record lists at most this many reservations per pod.
 EXPLAINED_RESERVATIONS = 20
 
@@ -156,9 +162,7 @@ def held_back(
     return ""
 
 
-def fits_restricted(
-    held: Held, requests: Resources, gone: set[str] | frozenset[str] = frozenset()
-) -> bool:
+def fits_restricted(held: Held, requests: Resources, gone: Collection[str] = ()) -> bool:
     """An Aligned reservation, or a Restricted one the pod fits in (what is left of it)."""
     if held.reservation.spec.allocate_policy != AllocatePolicy.RESTRICTED:
         return True
@@ -167,31 +171,36 @@ def fits_restricted(
 
 
 def order(held: Held) -> int:
-    """The ``reservation-order`` label: lower non-zero values are used first; 0 (or none,
-    or not a number) after every ordered one."""
+    """The ``reservation-order`` label: lower non-zero values (negative ones too) are used
+    first; 0 (or none, or not a number) after every ordered one."""
     text = (held.reservation.metadata.labels or {}).get(ORDER_LABEL, "")
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         return 0
-    return max(value, 0)
 
 
-def preference(held: Held, requests: Resources) -> tuple[bool, int, float]:
-    """Sort key, best first: ordered before unordered, lower order, then most allocated."""
+def preference(held: Held, requests: Resources, gone: Collection[str]) -> tuple[bool, int, int]:
+    """Sort key, best first: ordered before unordered, lower order, then the highest
+    ``fullness`` (Koordinator's nomination on a node)."""
     rank = order(held)
-    return (rank == 0, rank, -allocated_fraction(held, requests))
+    return (rank == 0, rank, -fullness(held, requests, gone))
 
 
-def allocated_fraction(held: Held, requests: Resources) -> float:
-    """How full the reservation would be with the pod in it (MostAllocated picks the max)."""
-    fractions = []
-    left = held.remaining()
-    for resource, total in held.allocatable.items():
-        if total > 0:
-            used = total - left.get(resource, 0) + requests.get(resource, 0)
-            fractions.append(min(used, total) / total)
-    return sum(fractions) / len(fractions) if fractions else 0.0
+def fullness(held: Held, requests: Resources, gone: Collection[str] = ()) -> int:
+    """Koordinator's score of a reservation for a pod, 0-100: per resource it holds, how
+    full it would be with the pod in it, 0 for a resource the pod overflows it on
+    (MostAllocated, equal weights)."""
+    left = held.remaining(gone)
+    holds = {r: total for r, total in held.allocatable.items() if total > 0}
+    if not holds:
+        return 0
+    score = 0
+    for resource, total in holds.items():
+        used = total - left.get(resource, 0) + requests.get(resource, 0)
+        if used <= total:
+            score += MAX_NODE_SCORE * used // total
+    return score // len(holds)
 
 
 class Reservation(Plugin):
@@ -330,7 +339,7 @@ class Reservation(Plugin):
         usable.by_row.pop(row, None)
         given = np.zeros(width, dtype=np.int64)
         for held in sorted(
-            usable.candidates.get(row, ()), key=lambda h: preference(h, pod.requests)
+            usable.candidates.get(row, ()), key=lambda h: preference(h, pod.requests, usable.gone)
         ):
             if not fits_restricted(held, pod.requests, usable.gone):
                 continue
@@ -383,11 +392,25 @@ class Reservation(Plugin):
         self._choose(state, pod, nodes, usable, row, unreserved_free(state, nodes)[row])
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        """Koordinator's: the node holding the lowest-ordered reservation the pod may use
+        scores most (10 times a full reservation), every other node the ``fullness`` of
+        the reservation chosen there; normalised to 0-100."""
         usable: Usable | None = state.data.get(self.name)
-        if usable is None or not usable.by_row:
-            return np.zeros(len(rows), dtype=np.int64)
-        with_reservation = np.array([int(r) in usable.by_row for r in rows])
-        return np.where(with_reservation, MAX_NODE_SCORE, 0).astype(np.int64)
+        raw = np.zeros(len(rows), dtype=np.int64)
+        if usable is None or not usable.candidates:
+            return raw
+        lowest, preferred = 0, -1
+        for i, row in enumerate(rows.tolist()):
+            ranks = [r for r in map(order, usable.candidates.get(row, ())) if r != 0]
+            if ranks and (preferred < 0 or min(ranks) < lowest):
+                lowest, preferred = min(ranks), i
+            chosen = usable.by_row.get(row)
+            if chosen is not None:
+                raw[i] = fullness(chosen, pod.requests, usable.gone)
+        if preferred >= 0:
+            raw[preferred] = PREFERRED_SCORE
+        top = int(raw.max()) if len(raw) else 0
+        return raw * MAX_NODE_SCORE // top if top else raw
 
     # -- Reserve / PreBind ------------------------------------------------------------------
 

@@ -141,6 +141,15 @@ def test_kube_scheduler_fields_that_mean_nothing_more_here_load() -> None:
 
 # -- every field of every args type -------------------------------------------------------
 
+# Koordinator's ElasticQuotaArgs Berth honours (CapacityScheduling reads them too).
+ELASTIC_QUOTA_HONOURED = {
+    "overRuntimeCheckInterval": "5s",
+    "defaultQuotaGroupMax": {"cpu": "10"},
+    "systemQuotaGroupMax": {"cpu": "2"},
+    "enableRuntimeQuota": True,
+    "enableCheckParentQuota": True,
+    "enableMinQuotaScale": True,
+}
 # Every args type with a value for each field Berth honours: loading it runs each plugin's
 # own checks of these values.
 HONOURED: dict[str, Json] = {
@@ -208,13 +217,9 @@ HONOURED: dict[str, Json] = {
         "minCandidateNodesPercentage": 20,
         "minCandidateNodesAbsolute": 10,
         "kubeConfigPath": "/etc/kubernetes/scheduler.conf",
-        "overRuntimeCheckInterval": "5s",
-        "defaultQuotaGroupMax": {"cpu": "10"},
-        "systemQuotaGroupMax": {"cpu": "2"},
-        "enableRuntimeQuota": True,
-        "enableCheckParentQuota": True,
-        "enableMinQuotaScale": True,
+        **ELASTIC_QUOTA_HONOURED,
     },
+    "ElasticQuota": ELASTIC_QUOTA_HONOURED,
     "NodeResourceTopologyMatch": {
         "scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}]},
         "cacheResyncPeriodSeconds": 5,
@@ -246,6 +251,16 @@ HONOURED: dict[str, Json] = {
         "preemptionReservationTTL": "1m",
     },
 }
+ELASTIC_QUOTA_REFUSED = {
+    "quotaGroupNamespace": "koordinator-system",
+    "delayEvictTime": "120s",
+    "revokePodInterval": "1s",
+    "monitorAllQuotas": True,
+    "disableDefaultQuotaPreemption": True,
+    "enableQueueHint": True,
+    "quotaSnapshotUpdateInterval": "1s",
+    "hookPlugins": [{"key": "k"}],
+}
 # The upstream fields Berth refuses by name, with a value a user might write.
 REFUSED: dict[str, dict[str, Any]] = {
     "NodeResourcesFit": {
@@ -253,16 +268,8 @@ REFUSED: dict[str, dict[str, Any]] = {
     },
     "VolumeBinding": {"shape": [{"utilization": 0, "score": 0}]},
     "PodTopologySpread": {"defaultConstraints[].labelSelector": {"matchLabels": {"app": "a"}}},
-    "CapacityScheduling": {
-        "quotaGroupNamespace": "koordinator-system",
-        "delayEvictTime": "120s",
-        "revokePodInterval": "1s",
-        "monitorAllQuotas": True,
-        "disableDefaultQuotaPreemption": True,
-        "enableQueueHint": True,
-        "quotaSnapshotUpdateInterval": "1s",
-        "hookPlugins": [{"key": "k"}],
-    },
+    "CapacityScheduling": ELASTIC_QUOTA_REFUSED,
+    "ElasticQuota": ELASTIC_QUOTA_REFUSED,
     "NodeResourceTopologyMatch": {"cache.resyncMethod": "All", "cache.resyncScope": "All"},
     "LoadAwareScheduling": {
         "estimator": "default",

@@ -12,7 +12,8 @@ from typing import Any
 
 Json = Mapping[str, Any]
 
-QUOTA = "CapacityScheduling"
+# The quota plugin, by scheduler-plugins' or Koordinator's name.
+QUOTAS = ("CapacityScheduling", "ElasticQuota")
 RESERVATION = "Reservation"
 LOAD = "LoadAwareScheduling"
 NUMA = "NodeResourceTopologyMatch"
@@ -69,7 +70,7 @@ def report(record: Json) -> str:
                 f"  {r['nodes']:>4} node(s)  {r['plugin']:<{width}}  {r['reason']}"
                 + (f"  (e.g. {examples}{more})" if examples else "")
             )
-    quota = details.get(QUOTA) or {}
+    quota: Json = next((details[q] for q in QUOTAS if details.get(q)), {})
     if quota.get("quota"):
         lines += ["", *quota_section(quota)]
     reservations = details.get(RESERVATION) or {}

@@ -61,13 +61,10 @@ NO_REVOKE = (
     "Berth has no revoke controller: a pod reclaims when it needs the capacity "
     "(see overRuntimeCheckInterval)"
 )
+# Koordinator's ElasticQuotaArgs, and Berth's own overRuntimeCheckInterval (how often pods
+# over their quota's runtime are looked for).
 ELASTIC_QUOTA = {
-    **PREEMPTION,
-    # scheduler-plugins' CapacitySchedulingArgs: Berth connects through clientConnection.
-    "kubeConfigPath": LEAF,
-    # Berth's: how often pods over their quota's runtime are looked for.
     "overRuntimeCheckInterval": LEAF,
-    # Koordinator's ElasticQuotaArgs.
     "defaultQuotaGroupMax": LEAF,
     "systemQuotaGroupMax": LEAF,
     "enableRuntimeQuota": LEAF,
@@ -156,8 +153,11 @@ ARGS: dict[str, ArgsType] = {
     "DefaultBinder": ArgsType("DefaultBinderArgs"),
     # Berth's own.
     "PlacementFields": ArgsType("PlacementFieldsArgs"),
-    # scheduler-plugins' (CapacityScheduling also reads Koordinator's ElasticQuotaArgs).
-    "CapacityScheduling": ArgsType("CapacitySchedulingArgs", ELASTIC_QUOTA),
+    # scheduler-plugins' (CapacityScheduling also reads Koordinator's ElasticQuotaArgs; its
+    # kubeConfigPath is accepted, Berth connecting through clientConnection).
+    "CapacityScheduling": ArgsType(
+        "CapacitySchedulingArgs", {**PREEMPTION, "kubeConfigPath": LEAF, **ELASTIC_QUOTA}
+    ),
     "NodeResourceTopologyMatch": ArgsType(
         "NodeResourceTopologyMatchArgs",
         {
@@ -184,6 +184,7 @@ ARGS: dict[str, ArgsType] = {
         },
     ),
     # Koordinator's.
+    "ElasticQuota": ArgsType("ElasticQuotaArgs", ELASTIC_QUOTA),
     "LoadAwareScheduling": ArgsType(
         "LoadAwareSchedulingArgs",
         {

@@ -17,7 +17,7 @@ import numpy as np
 from berth import log
 from berth.quota.check import OVER_MAX, OVER_MIN_TOTAL
 from berth.scheduler.framework import Code, CycleState, Diagnosis, Plugin, PostFilterResult
-from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
+from berth.scheduler.plugins.capacityscheduling import QUOTA_PLUGINS
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.reservation import Reservation
@@ -189,7 +189,7 @@ def unblock(decision: Decision) -> tuple[str, ...]:
 
 def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
     plugin = rejection.plugin
-    if plugin == CapacityScheduling.name:
+    if plugin in QUOTA_PLUGINS:
         quota = details.get(plugin) or {}
         verdict = quota.get("rejection") or {}
         resource = verdict.get("resource", "")

@@ -1182,3 +1182,14 @@ def _sum(a: Resources, b: Resources) -> Resources:
     total = dict(a)
     add(total, b)
     return total
+
+
+class ElasticQuota(CapacityScheduling):
+    """Koordinator's name for its quota plugin, with its ``ElasticQuotaArgs``: Berth's quota
+    rules (scheduler-plugins' flat quotas and Koordinator's tree) under either name, so
+    that a koord-scheduler configuration loads as written."""
+
+    name = "ElasticQuota"
+
+
+QUOTA_PLUGINS = frozenset({CapacityScheduling.name, ElasticQuota.name})

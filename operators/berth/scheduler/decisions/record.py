@@ -223,7 +223,19 @@ def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
             "a NUMA zone with enough free for the pod: free a zone, or request less per container"
         )
     if "Insufficient" in rejection.reason:
-        return f"free capacity or more nodes ({rejection.reason} on {rejection.nodes} node(s))"
+        hint = f"free capacity or more nodes ({rejection.reason} on {rejection.nodes} node(s))"
+        holding = (details.get(Reservation.name) or {}).get("holding") or []
+        held = [
+            f"Reservation {r['name']} on {entry['node']} ({r['owners']})"
+            for entry in holding
+            for r in entry["reservations"]
+        ]
+        if held:
+            hint += (
+                f"; reserved for others: {', '.join(held)}: delete or shrink them, or make "
+                "the pod one of their owners"
+            )
+        return hint
     return (
         f"nodes that {plugin or 'the filters'} accepts: it refused {rejection.nodes} node(s) "
         f"with {rejection.reason!r}"

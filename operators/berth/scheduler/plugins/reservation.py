@@ -53,6 +53,7 @@ from berth.reservation.matching import (
     is_owner,
     may_own,
     owner_screen,
+    owners_text,
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
@@ -83,6 +84,8 @@ MAX_VERDICTS = 5
 PREFERRED_SCORE = 10 * MAX_NODE_SCORE
 # The decision record lists at most this many reservations per pod.
 EXPLAINED_RESERVATIONS = 20
+# ... and the reservations holding what the pod lacks on at most this many nodes.
+EXPLAINED_NODES = 10
 
 
 ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
@@ -531,7 +534,54 @@ class Reservation(Plugin):
             else {"name": affinity.name, "selector": dict(affinity.selector)},
             "reservations": verdicts[:EXPLAINED_RESERVATIONS],
             "considered": len(verdicts),
+            "holding": self._holding(state, pod),
         }
+
+    def _holding(self, state: CycleState, pod: PodInfo) -> list[dict[str, Any]]:
+        """Per node where the pod lacks a resource that reservations it does not use hold:
+        the node's free capacity after them, and those reservations with their owners
+        (``kubectl describe node`` shows no pod holding that room)."""
+        usable: Usable | None = state.data.get(self.name)
+        nodes = self.handle.view.nodes
+        by_node: dict[str, list[Held]] = {}
+        for held in self.book.held.values():
+            by_node.setdefault(held.node, []).append(held)
+        found = []
+        for node, helds in sorted(by_node.items()):
+            row = nodes.index.get(node)
+            if row is None:
+                continue
+            mine = usable.by_row.get(row) if usable is not None else None
+            given = mine.remaining(usable.gone) if mine is not None and usable else {}
+            free = {
+                r: int(nodes.allocatable[row, col] - nodes.requested[row, col])
+                for r, col in nodes.columns.items()
+            }
+            lacking = {r for r, v in pod.requests.items() if v > free.get(r, 0) + given.get(r, 0)}
+            others = [
+                h
+                for h in helds
+                if h is not mine and any(h.remaining().get(r, 0) > 0 for r in lacking)
+            ]
+            if not others:
+                continue
+            found.append(
+                {
+                    "node": node,
+                    "free": as_resource_list({r: max(free.get(r, 0), 0) for r in sorted(lacking)}),
+                    "reservations": [
+                        {
+                            "name": h.name,
+                            "holds": as_resource_list(h.remaining()),
+                            "owners": owners_text(h.reservation),
+                        }
+                        for h in sorted(others, key=lambda h: h.name)
+                    ],
+                }
+            )
+            if len(found) >= EXPLAINED_NODES:
+                break
+        return found
 
     def _owner_index(self, listed: dict[str, dict[str, Any]]) -> OwnerIndex:
         """The listed reservations by the labels their owners demand, once per version of

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from berth.loadaware.priority import priority_class
 from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from tests.unit.scheduler_fixtures import EPOCH, Env, Json, container, info, make_env, node, pod, ts
@@ -436,3 +439,23 @@ def test_a_burst_onto_cold_nodes_spreads() -> None:
         placed[target] = placed.get(target, 0) + 1
     assert sum(placed.values()) == 50
     assert max(placed.values()) <= 11, placed
+
+
+@pytest.mark.parametrize(
+    ("labels", "priority", "expected"),
+    [
+        ({"koordinator.sh/priority-class": "koord-batch"}, 9500, "koord-batch"),
+        ({}, 5500, "koord-batch"),
+        # Koordinator: an unknown value is no class, whatever spec.priority says; the QoS
+        # decides (a Burstable pod is prod).
+        ({"koordinator.sh/priority-class": "gold"}, 5500, "koord-prod"),
+        ({"koordinator.sh/priority-class": "gold", "koordinator.sh/qosClass": "BE"}, 9500,
+         "koord-batch"),
+        ({"koordinator.sh/priority-class": "gold", "koordinator.sh/qosClass": "xx"}, 9500, None),
+    ],
+)  # fmt: skip
+def test_the_priority_class_is_koordinators(
+    labels: dict[str, str], priority: int, expected: str | None
+) -> None:
+    raw = pod("p", "1", labels=labels, priority=priority)
+    assert priority_class(raw) == expected

@@ -10,7 +10,9 @@ reported minus the requests of the pods the report does not include yet:
   with exclusive resources; or the legacy ``topology.node.k8s.io/fingerprint``
   annotation) and it matches the pods this scheduler knows on the node, nothing is pending;
 - when it does not match, the pods placed since the last report that matched are;
-- without a fingerprint, the pods placed at or after the updater's last report are.
+- without a fingerprint, the pods with exclusive resources placed at or after the
+  updater's last report are (a pod sharing the pool changes no zone, so no report would
+  ever follow it).
 
 A report is a change of the updater's own fields, never a label or an annotation someone
 else writes (``numa.report``).
@@ -136,8 +138,17 @@ class NodeResourceTopologyMatch(Plugin):
                 self._pending[row] = (key, {})
                 return {}
             since = self._matched_at.get(node, topology.reported_at)
+            unreported = view.unreported(row, since, lambda _pod: True)
+        else:
+            # Only a pod holding resources of its own changes the zones, and so brings a
+            # report; one sharing the pool would stay pending for good.
+            unreported = [
+                p
+                for p in view.unreported(row, since, lambda _pod: True)
+                if has_exclusive_resources(p.raw.get("spec") or {}, topology.listed)
+            ]
         total: Resources = {}
-        for pod in view.unreported(row, since, lambda _pod: True):
+        for pod in unreported:
             for resource, value in pod.requests.items():
                 total[resource] = total.get(resource, 0) + value
         self._pending[row] = (key, total)

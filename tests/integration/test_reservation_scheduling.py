@@ -644,3 +644,30 @@ async def test_an_owner_preempting_a_lower_owner_gets_what_it_frees_through_the_
         assert await story.allocated_to("high") == name
     finally:
         await classes.delete_all()
+
+
+async def test_an_owner_evicts_only_the_owner_whose_share_it_needs(
+    api: ApiClient, story: Story, berth: BerthRun
+) -> None:
+    """Node 4 cpu, reusable r = 3 holding owner w1 (2 cpu), a stranger x (1 cpu). Owner w2
+    (3 cpu, higher priority) needs only w1 gone: its share goes back into r, which takes
+    w2 whole. x is not evicted."""
+    node = await story.node("a", cpu="4")
+    name = await story.reserve("shared", "3", nodeName=node, allocateOnce=False)
+    await story.wait_phase(name, "Available", WITHIN)
+    await story.pods.create(story.owner("w1", "2"))
+    assert await story.pods.wait_bound("w1", WITHIN) == node
+    await story.pods.create(story.stranger("x", "1"))
+    assert await story.pods.wait_bound("x", WITHIN) == node
+    classes = PriorityClasses(api, story.group)
+    try:
+        high = await classes.add("high", 100)
+        await story.pods.create(story.owner("w2", "3", priority_class=high))
+        await story.pods.wait_event("w1", "Preempted", WITHIN)
+        assert await story.pods.wait_bound("w2", WITHIN) == node
+        assert await story.allocated_to("w2") == name
+        x = await story.pods.get("x")
+        assert x.metadata.deletion_timestamp is None
+        assert not await story.pods.events("x", "Preempted")
+    finally:
+        await classes.delete_all()

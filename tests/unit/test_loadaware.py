@@ -269,27 +269,40 @@ def test_aggregated_thresholds_read_the_percentile_and_window() -> None:
 
 
 def test_aggregated_thresholds_without_the_statistic_fall_back_as_koordinator() -> None:
-    """No statistic to read: with no window named, a list holding other statistics gives
-    way to nodeUsage; a missing window (or no list at all, as after an agent restart)
-    gives way to the node's pods at their estimate or their reported usage, the larger."""
-    busy = (
-        node("n1"),
-        bound("web", "n1", "3", 600),  # estimated at 2.55 cpu (64%), reported at 3.8 (95%)
-    )
+    """No statistic to read: with no window named, nodeUsage (whether other windows are
+    reported or none is, as after an agent restart); with a named window missing, the
+    estimates of the node's pods."""
+    busy = (node("n1"), bound("web", "n1", "3", 600))  # estimated at 2.55 cpu: 64 %
+    idle = (node("n1"),)
     p95 = {"usageThresholds": {"cpu": 60}, "usageAggregationType": "p95"}
     five = {**p95, "usageAggregatedDuration": "5m"}
-    none = metric("n1", "3800m", pods=[("default", "web", "3800m")])
-    other = metric(
-        "n1", "3800m", pods=[("default", "web", "3800m")], aggregated=[("5m", {"avg": "1"})]
-    )
+    hot = metric("n1", "3800m")  # 95 %
+    hot_other = metric("n1", "3800m", aggregated=[("5m", {"avg": "1"})])
     refused = "0/1 nodes are available: 1 node(s) cpu aggregated usage exceed threshold."
-    for args, obj in ((p95, none), (five, none), (five, other), (p95, other)):
-        assert env(*busy, obj, args={"aggregated": args}).message(cpu_pod("p")) == refused
-    # The estimate alone (2.55 cpu, 64 %) refuses it too; an idle node takes it.
-    unreported = metric("n1", "3800m")
-    assert env(*busy, unreported, args={"aggregated": five}).message(cpu_pod("p")) == refused
-    idle = (node("n1"), metric("n1", "3800m"))
-    assert env(*idle, args={"aggregated": five}).feasible(cpu_pod("p")) == ["n1"]
+    for nodes, obj, args, fits in (
+        (idle, hot, p95, False),  # nodeUsage
+        (idle, hot_other, p95, False),  # nodeUsage
+        (idle, hot, five, True),  # the estimates: no pod there
+        (idle, hot_other, five, True),
+        (busy, hot, five, False),  # the estimates: 64 %
+        (busy, metric("n1", "0"), five, False),
+    ):
+        made = env(*nodes, obj, args={"aggregated": args})
+        if fits:
+            assert made.feasible(cpu_pod("p")) == ["n1"]
+        else:
+            assert made.message(cpu_pod("p")) == refused
+
+
+def test_every_threshold_zero_skips_the_node_expiry_included() -> None:
+    """Koordinator's filter does not look at a node, not even at its report's age, when
+    every threshold the pod is held to is 0; prod thresholds all 0 count as none."""
+    stale = (node("n1"), metric("n1", "3900m", updated=NOW - 181))
+    zero = {"usageThresholds": {"cpu": 0, "memory": 0}}
+    assert env(*stale, args=zero).feasible(cpu_pod("p")) == ["n1"]
+    assert env(*stale).feasible(cpu_pod("p")) == []
+    hot = (node("n1"), metric("n1", "3900m"))
+    assert env(*hot, args={"prodUsageThresholds": {"cpu": 0}}).feasible(cpu_pod("p")) == []
 
 
 def test_the_node_annotation_wins_over_the_configured_thresholds() -> None:

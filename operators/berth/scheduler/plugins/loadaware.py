@@ -115,6 +115,9 @@ class LoadAwareScheduling(Plugin):
         self._seen: Ints = np.zeros(0, dtype=np.int64)
         self._updated: Floats = np.zeros(0)  # NaN: no report
         self._verdict: Ints = np.zeros((0, 2), dtype=np.int64)  # [other pods, prod pods]
+        # [other pods, prod pods]: some threshold is set for them (else the node passes
+        # unchecked, expiry included, as in Koordinator).
+        self._checks: npt.NDArray[np.bool_] = np.zeros((0, 2), dtype=bool)
         self._load: Ints = np.zeros((0, 2, width), dtype=np.int64)  # [all, prod only]
         self._allocatable: Ints = np.zeros((0, width), dtype=np.int64)
         for obj in handle.view.custom.get(KIND, {}).values():
@@ -183,7 +186,7 @@ class LoadAwareScheduling(Plugin):
                 aggregated.score_aggregation_type, aggregated.score_window
             )
         if base is None:  # no such percentile yet: every pod is estimated (Koordinator)
-            return self.estimated(row, report)
+            return self.estimated(row)
         pending = view.unreported(
             row,
             report.updated - report.interval,
@@ -196,15 +199,12 @@ class LoadAwareScheduling(Plugin):
         add(total, extra)
         return total
 
-    def estimated(self, row: int, report: NodeReport) -> Resources:
-        """The node's pods, each at its estimate or its reported usage, the larger: what
-        Koordinator counts when the statistic it reads (a window of
-        ``aggregatedNodeUsages``) is not reported."""
-        pods = self.handle.view.pods_at(row)
+    def estimated(self, row: int) -> Resources:
+        """The estimates of the node's pods: what Koordinator counts when the window of
+        ``aggregatedNodeUsages`` it reads is not reported."""
         total: Resources = {}
-        for pod in pods:
-            add(total, _usage(report, pod) or {})
-        add(total, pending_load((self.pod_estimate(p), _usage(report, p)) for p in pods))
+        for pod in self.handle.view.pods_at(row):
+            add(total, self.pod_estimate(pod))
         return total
 
     def _verdicts(
@@ -217,14 +217,14 @@ class LoadAwareScheduling(Plugin):
                 profile.aggregated.aggregation_type, profile.aggregated.duration
             )
             if usage is None:
-                usage = self.estimated(row, report)
+                usage = self.estimated(row)
             over = over_threshold(usage, allocatable, profile.aggregated.thresholds)
             other = exceeds(over, aggregated=True) if over else None
         else:
             over = over_threshold(report.usage, allocatable, profile.usage)
             other = exceeds(over) if over else None
         prod = other
-        if profile.prod:
+        if profile.checks_prod:
             prod_usage: Resources = {}
             for key in self._reported_prod(row, report):
                 add(prod_usage, report.pods[key].usage)
@@ -247,6 +247,7 @@ class LoadAwareScheduling(Plugin):
             self._seen = np.concatenate([self._seen, np.full(grow, -1, dtype=np.int64)])
             self._updated = np.concatenate([self._updated, np.full(grow, np.nan)])
             self._verdict = np.pad(self._verdict, ((0, grow), (0, 0)))
+            self._checks = np.pad(self._checks, ((0, grow), (0, 0)))
             self._load = np.pad(self._load, ((0, grow), (0, 0), (0, 0)))
             self._allocatable = np.pad(self._allocatable, ((0, grow), (0, 0)))
         versions = nodes.row_versions[:size]
@@ -276,6 +277,7 @@ class LoadAwareScheduling(Plugin):
                     node, "Node", "InvalidUsageThresholds", str(err), warning=True
                 )
         self._verdict[row] = self._verdicts(report, row, profile, allocatable)
+        self._checks[row] = (profile.checks(prod=False), profile.checks(prod=True))
         self._allocatable[row] = [allocatable.get(r, 0) for r in self.scored]
         loads = [self.load(row, report)]
         if self.config.score_according_prod_usage:
@@ -300,15 +302,18 @@ class LoadAwareScheduling(Plugin):
         if not reported.any():
             return Verdict.all(nodes)
         config = self.config
-        checked = reported
+        column = 1 if self._prod(pod) else 0
+        # Every threshold the pod is held to is 0 there: passed unchecked, expiry included.
+        checked = reported & self._checks[: nodes.size, column]
+        expired = expired & checked
         reasons: list[Reason] = []
         failed = np.zeros(nodes.size, dtype=bool)
         if config.filter_expired_node_metrics:
-            checked = reported & ~expired  # expired: filtered, or passed unchecked
+            checked = checked & ~expired  # expired: filtered, or passed unchecked
             if expired.any() and not config.enable_schedule_when_node_metrics_expired:
                 reasons.append(Reason(expired.copy(), EXPIRED, resolvable=False))
                 failed |= expired
-        codes = self._verdict[: nodes.size, 1 if self._prod(pod) else 0]
+        codes = self._verdict[: nodes.size, column]
         for code in np.unique(codes[checked]).tolist():
             if code:
                 # Usage is not requests: evicting pods does not lower it until reported.
@@ -391,7 +396,7 @@ class LoadAwareScheduling(Plugin):
     ) -> tuple[str, Resources | None, dict[str, int]]:
         """What the filter compared for this pod on the node (as ``_verdicts`` decides):
         a description, the usage, and the thresholds."""
-        if prod and profile.prod:
+        if prod and profile.checks_prod:
             usage: Resources = {}
             for key in self._reported_prod(row, report):
                 add(usage, report.pods[key].usage)
@@ -402,7 +407,7 @@ class LoadAwareScheduling(Plugin):
             window = report.aggregated_usage(aggregated.aggregation_type, aggregated.duration)
             if window is None:
                 kind = f"estimated usage (no {kind} reported)"
-                window = self.estimated(row, report)
+                window = self.estimated(row)
             return kind, window, aggregated.thresholds
         return "usage", report.usage, profile.usage
 

@@ -331,3 +331,31 @@ async def test_without_config_an_elasticquota_max_is_enforced(
             message = await pods.wait_event("p6", "FailedScheduling", within=90)
             assert f"ElasticQuota {namespace} is more than Max" in message
             assert not await pods.node_of("p6")
+
+
+async def test_the_koord_scheduler_configuration_enforces_an_elasticquota_max(
+    api: ApiClient, namespace: str, kubeconfig_path: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Koordinator's quota plugin by its own name, ElasticQuota: with a max of 1 cpu in the
+    namespace, the second 1-cpu pod is refused, as under the Berth equivalent."""
+    await scenario.node("q")
+    quota = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "team", "namespace": namespace},
+        "spec": {"min": {"cpu": "1"}, "max": {"cpu": "1"}},
+    }
+    await scenario.custom.create_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
+    )
+
+    async def run(pods: Pods, tag: str) -> Outcome:
+        outcome = {}
+        for i in range(2):
+            await pods.create(scenario.pod(f"{tag}-p{i}", "koord-scheduler", cpu="1"))
+            outcome[f"p{i}"] = "bound" if await decided(pods, f"{tag}-p{i}") != REFUSED else REFUSED
+        return outcome
+
+    name = "koordinator-scheduler.yaml"
+    upstream, berth = await compare(api, namespace, kubeconfig_path, tmp_path, name, run)
+    assert upstream == berth == {"p0": "bound", "p1": REFUSED}

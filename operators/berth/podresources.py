@@ -32,6 +32,13 @@ DEFAULT_MEMORY = 200 * 1024 * 1024
 Resources = dict[str, int]
 
 
+def is_extended(resource: str) -> bool:
+    """An extended resource (``example.com/gpu``): Kubernetes' own live in no domain or
+    in ``kubernetes.io``; a ``requests.`` name is a quota's, not a pod's."""
+    own = "/" not in resource or "kubernetes.io/" in resource
+    return not own and not resource.startswith("requests.")
+
+
 @functools.lru_cache(maxsize=4096)
 def to_units(name: str, quantity: Any) -> int:
     """A quantity as the scheduler's integer: millicores for cpu, the value otherwise.

@@ -386,6 +386,63 @@ BAD_CONFIGS: list[tuple[str, Any, str]] = [
         "is not one of",
     ),
     ("not YAML", "profiles: [", "scheduler"),
+    # Decoded strictly, as kube-scheduler decodes it: each is named with its path.
+    ("extenders", {"extenders": [{"urlPrefix": "http://x"}]}, "extenders: Berth calls no"),
+    (
+        "misspelt top-level field",
+        {"percentageOfNodeToScore": 50},
+        "percentageOfNodeToScore: unknown field; did you mean percentageOfNodesToScore?",
+    ),
+    (
+        "misspelt extension point",
+        {"profiles": [{"plugins": {"prefilter": {"enabled": [{"name": "NodeAffinity"}]}}}]},
+        "profiles[0].plugins.prefilter: unknown field; did you mean preFilter?",
+    ),
+    (
+        "enable for enabled",
+        {"profiles": [{"plugins": {"filter": {"enable": [{"name": "NodeAffinity"}]}}}]},
+        "profiles[0].plugins.filter.enable: unknown field; did you mean enabled?",
+    ),
+    (
+        "misspelt CapacityScheduling argument",
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {"name": "CapacityScheduling", "args": {"defaultQuotaGroupMaxx": {}}}
+                    ]
+                }
+            ]
+        },
+        "args.defaultQuotaGroupMaxx: unknown field of CapacitySchedulingArgs",
+    ),
+    (
+        "misspelt DefaultPreemption argument",
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {"name": "DefaultPreemption", "args": {"minCandidateNodesPercent": 5}}
+                    ]
+                }
+            ]
+        },
+        "args.minCandidateNodesPercent: unknown field of DefaultPreemptionArgs",
+    ),
+    (
+        "a second pluginConfig entry",
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {"name": "NodeResourcesFit", "args": {}},
+                        {"name": "NodeResourcesFit", "args": {}},
+                    ]
+                }
+            ]
+        },
+        "pluginConfig[1]: a second entry for NodeResourcesFit",
+    ),
 ]
 
 

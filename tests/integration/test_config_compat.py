@@ -305,21 +305,26 @@ async def test_scheduler_plugins_configurations_schedule_as_their_berth_equivale
     assert upstream == berth == {"bound": bound}
 
 
+async def elastic_quota(scenario: Scenario, namespace: str, cpu: str) -> None:
+    """The namespace's ElasticQuota, ``cpu`` both its min and its max."""
+    quota = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "team", "namespace": namespace},
+        "spec": {"min": {"cpu": cpu}, "max": {"cpu": cpu}},
+    }
+    await scenario.custom.create_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
+    )
+
+
 async def test_without_config_an_elasticquota_max_is_enforced(
     api: ApiClient, namespace: str, kubeconfig_path: str, scenario: Scenario, tmp_path: Path
 ) -> None:
     """A new user's first try: `berth run` with no --config, an ElasticQuota with max 6
     cpu, seven 1-cpu pods: six bind, the seventh is refused by the quota."""
     await scenario.node("a", cpu="16")
-    quota = {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": "team", "namespace": namespace},
-        "spec": {"min": {"cpu": "6"}, "max": {"cpu": "6"}},
-    }
-    await scenario.custom.create_namespaced_custom_object(
-        "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
-    )
+    await elastic_quota(scenario, namespace, "6")
     pods = Pods(api, namespace)
     async with namespace_for_leases(api, "berth-system"):
         with berth_run(kubeconfig_path, None, tmp_path / "berth.log"):
@@ -331,3 +336,23 @@ async def test_without_config_an_elasticquota_max_is_enforced(
             message = await pods.wait_event("p6", "FailedScheduling", within=90)
             assert f"ElasticQuota {namespace} is more than Max" in message
             assert not await pods.node_of("p6")
+
+
+async def test_the_koord_scheduler_configuration_enforces_an_elasticquota_max(
+    api: ApiClient, namespace: str, kubeconfig_path: str, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Koordinator's quota plugin by its own name, ElasticQuota: with a max of 1 cpu in the
+    namespace, the second 1-cpu pod is refused, as under the Berth equivalent."""
+    await scenario.node("q")
+    await elastic_quota(scenario, namespace, "1")
+
+    async def run(pods: Pods, tag: str) -> Outcome:
+        outcome = {}
+        for i in range(2):
+            await pods.create(scenario.pod(f"{tag}-p{i}", "koord-scheduler", cpu="1"))
+            outcome[f"p{i}"] = "bound" if await decided(pods, f"{tag}-p{i}") != REFUSED else REFUSED
+        return outcome
+
+    name = "koordinator-scheduler.yaml"
+    upstream, berth = await compare(api, namespace, kubeconfig_path, tmp_path, name, run)
+    assert upstream == berth == {"p0": "bound", "p1": REFUSED}

@@ -625,22 +625,40 @@ async def test_a_reservation_keeps_its_templates_pod_anti_affinity(
     assert placed["status"]["nodeName"] == other
 
 
+@pytest.mark.parametrize(
+    ("held", "low", "stranger"),
+    [
+        # The reservation fills the node, and the lower owner fills it.
+        ("4", "4", None),
+        # r = 3 holding the lower owner (2 cpu), a stranger beside it (1 cpu): only the
+        # owner's share is needed, and it goes back into r; the stranger stays.
+        ("3", "2", "1"),
+    ],
+)
 async def test_an_owner_preempting_a_lower_owner_gets_what_it_frees_through_the_reservation(
-    api: ApiClient, story: Story, berth: BerthRun
+    api: ApiClient, story: Story, berth: BerthRun, held: str, low: str, stranger: str | None
 ) -> None:
-    """Both owners of one reusable reservation that fills the node: the higher one evicts
-    the lower one, and what that frees comes back to it through the reservation."""
+    """Two owners of one reusable reservation on a 4-cpu node: the higher one, asking for
+    the whole reservation, evicts the lower one, and no pod beside it; what that frees comes
+    back to it through the reservation."""
     node = await story.node("a", cpu="4")
-    name = await story.reserve("shared", "4", nodeName=node, allocateOnce=False)
+    name = await story.reserve("shared", held, nodeName=node, allocateOnce=False)
     await story.wait_phase(name, "Available", WITHIN)
-    await story.pods.create(story.owner("low", "4"))
+    await story.pods.create(story.owner("low", low))
     assert await story.pods.wait_bound("low", WITHIN) == node
+    if stranger is not None:
+        await story.pods.create(story.stranger("x", stranger))
+        assert await story.pods.wait_bound("x", WITHIN) == node
     classes = PriorityClasses(api, story.group)
     try:
         high = await classes.add("high", 1000)
-        await story.pods.create(story.owner("high", "4", priority_class=high))
+        await story.pods.create(story.owner("high", held, priority_class=high))
         await story.pods.wait_event("low", "Preempted", WITHIN)
         assert await story.pods.wait_bound("high", WITHIN) == node
         assert await story.allocated_to("high") == name
+        if stranger is not None:
+            x = await story.pods.get("x")
+            assert x.metadata.deletion_timestamp is None
+            assert not await story.pods.events("x", "Preempted")
     finally:
         await classes.delete_all()

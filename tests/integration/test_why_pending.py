@@ -311,16 +311,14 @@ async def test_sum_of_mins(api: ApiClient, namespace: str, kubectl_berth: Kubect
     assert f"(Σused {used}, Σmin {total_min})" in report
 
 
-async def test_reservation_affinity(
-    api: ApiClient, namespace: str, nodes: Nodes, kubectl_berth: KubectlBerth
+async def reserve(
+    custom: CustomObjectsApi, nodes: Nodes, name: str, cpu: str, app: str, labels: dict[str, str]
 ) -> None:
-    await nodes.add("r", labels=grouped(nodes), allocatable={"cpu": "4", "pods": "110"})
-    custom = CustomObjectsApi(api)
-    gold = f"{nodes.prefix}-gold"
+    """A Reservation on the test's nodes for the pods labelled ``app``, once Available."""
     body = {
         "apiVersion": f"{RESERVATIONS[0]}/{RESERVATIONS[1]}",
         "kind": "Reservation",
-        "metadata": {"name": gold, "labels": {"tier": "gold"}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "template": {
                 "spec": {
@@ -328,21 +326,30 @@ async def test_reservation_affinity(
                     "nodeSelector": grouped(nodes),
                     "containers": [
                         {"name": "c", "image": "registry.local/app",
-                         "resources": {"requests": {"cpu": "1"}}}
+                         "resources": {"requests": {"cpu": cpu}}}
                     ],
                 }
             },
-            "owners": [{"labelSelector": {"matchLabels": {"app": nodes.prefix}}}],
+            "owners": [{"labelSelector": {"matchLabels": {"app": app}}}],
         },
     }  # fmt: skip
     await custom.create_cluster_custom_object(*RESERVATIONS, body)
+
+    async def available() -> bool:
+        obj = await custom.get_cluster_custom_object(*RESERVATIONS, name)
+        return bool((obj.get("status") or {}).get("phase") == "Available")
+
+    await eventually(available, 90)
+
+
+async def test_reservation_affinity(
+    api: ApiClient, namespace: str, nodes: Nodes, kubectl_berth: KubectlBerth
+) -> None:
+    await nodes.add("r", labels=grouped(nodes), allocatable={"cpu": "4", "pods": "110"})
+    custom = CustomObjectsApi(api)
+    gold = f"{nodes.prefix}-gold"
+    await reserve(custom, nodes, gold, "1", nodes.prefix, {"tier": "gold"})
     try:
-
-        async def available() -> bool:
-            obj = await custom.get_cluster_custom_object(*RESERVATIONS, gold)
-            return bool((obj.get("status") or {}).get("phase") == "Available")
-
-        await eventually(available, 90)
         pods = Pods(api, namespace)
         owner = pod_body(
             "owner", SCHEDULER, cpu="1", labels={"app": nodes.prefix}, nodeSelector=grouped(nodes)
@@ -365,6 +372,31 @@ async def test_reservation_affinity(
     finally:
         with contextlib.suppress(ApiException):
             await custom.delete_cluster_custom_object(*RESERVATIONS, gold)
+
+
+async def test_reservations_holding_what_the_pod_lacks(
+    api: ApiClient, namespace: str, nodes: Nodes, kubectl_berth: KubectlBerth
+) -> None:
+    """An otherwise empty 2-cpu node where a Reservation holds 1500m for other owners: a
+    1-cpu pod there is told which reservation holds the room, for whom, and what is free."""
+    node = await nodes.add("h", labels=grouped(nodes), allocatable={"cpu": "2", "pods": "110"})
+    custom = CustomObjectsApi(api)
+    held = f"{nodes.prefix}-held"
+    await reserve(custom, nodes, held, "1500m", f"{nodes.prefix}-other", {})
+    try:
+        pods = Pods(api, namespace)
+        await pods.create(pod_body("lacking", SCHEDULER, cpu="1", nodeSelector=grouped(nodes)))
+        await refused(pods, "lacking", "Insufficient cpu")
+        report = await kubectl_berth.why(namespace, "lacking")
+        assert "Reservations holding what the pod lacks (for their owners only):" in report
+        assert (
+            f"  {node} (free after them: cpu=500m): {held} holds cpu=1500m for pods labelled "
+            f"app={nodes.prefix}-other"
+        ) in report, report
+        assert f"reserved for others: Reservation {held} on {node}" in report
+    finally:
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object(*RESERVATIONS, held)
 
 
 async def test_load_threshold(api: ApiClient, namespace: str, kubectl_berth: KubectlBerth) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from berth.scheduler.assembly import assemble
-from berth.scheduler.config import Profile
+from berth.scheduler.config import parse
 from berth.scheduler.cycle import Cycle, Placement
 from berth.scheduler.eventhandlers import EventHandlers
 from berth.scheduler.framework import CycleState, Diagnosis, Handle
@@ -407,7 +407,7 @@ def make_env(
     percentage: int | None = None,
     seed: int = 0,
 ) -> Env:
-    config = Profile.model_validate(profile or {})
+    config = parse({"profiles": [profile or {}]}).profiles[0]
     parts = assemble([config], percentage_of_nodes_to_score=percentage, rng=random.Random(seed))
     built = parts.profile()
     fwk = built.framework

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from berth.health import HealthServer
+from berth.kubectl import why
 from berth.scheduler.decisions.http import (
     NODE_PATH,
     PATH,
@@ -286,3 +287,28 @@ async def test_the_node_route_shows_what_the_view_counts_there() -> None:
     assert body["nominated"] == [
         {"pod": "default/preemptor", "priority": 100, "requests": {"cpu": 2000}}
     ]
+
+
+def test_why_names_the_reservations_holding_what_the_pod_lacks() -> None:
+    """An otherwise empty 2-cpu node where a Reservation holds 1500m for other owners; a
+    1-cpu pod pinned there lacks cpu: the report names the reservation, its owners and
+    the node's free capacity after it, and the hint says so."""
+    env = make_env(node("n1", cpu="2"), rsv.reservation("held", "1500m"), profile=rsv.PROFILE)
+    made = decision(env, pod("p", "1"))
+    assert made.details["Reservation"]["holding"] == [
+        {
+            "node": "n1",
+            "free": {"cpu": "500m"},
+            "reservations": [
+                {"name": "held", "holds": {"cpu": "1500m"}, "owners": "pods labelled app=web"}
+            ],
+        }
+    ]
+    assert any(
+        "Insufficient cpu on 1 node(s)" in hint and "Reservation held on n1" in hint
+        for hint in made.unblock
+    )
+    text = why.report(json.loads(json.dumps(made.to_json())))
+    assert (
+        "  n1 (free after them: cpu=500m): held holds cpu=1500m for pods labelled app=web" in text
+    )

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from berth.loadaware.priority import priority_class
 from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from tests.unit.scheduler_fixtures import EPOCH, Env, Json, container, info, make_env, node, pod, ts
@@ -265,6 +268,43 @@ def test_aggregated_thresholds_read_the_percentile_and_window() -> None:
     assert env(*objects, args={"aggregated": aggregated}).feasible(cpu_pod("p")) == ["n1"]
 
 
+def test_aggregated_thresholds_without_the_statistic_fall_back_as_koordinator() -> None:
+    """No statistic to read: with no window named, nodeUsage (whether other windows are
+    reported or none is, as after an agent restart); with a named window missing, the
+    estimates of the node's pods."""
+    busy = (node("n1"), bound("web", "n1", "3", 600))  # estimated at 2.55 cpu: 64 %
+    idle = (node("n1"),)
+    p95 = {"usageThresholds": {"cpu": 60}, "usageAggregationType": "p95"}
+    five = {**p95, "usageAggregatedDuration": "5m"}
+    hot = metric("n1", "3800m")  # 95 %
+    hot_other = metric("n1", "3800m", aggregated=[("5m", {"avg": "1"})])
+    refused = "0/1 nodes are available: 1 node(s) cpu aggregated usage exceed threshold."
+    for nodes, obj, args, fits in (
+        (idle, hot, p95, False),  # nodeUsage
+        (idle, hot_other, p95, False),  # nodeUsage
+        (idle, hot, five, True),  # the estimates: no pod there
+        (idle, hot_other, five, True),
+        (busy, hot, five, False),  # the estimates: 64 %
+        (busy, metric("n1", "0"), five, False),
+    ):
+        made = env(*nodes, obj, args={"aggregated": args})
+        if fits:
+            assert made.feasible(cpu_pod("p")) == ["n1"]
+        else:
+            assert made.message(cpu_pod("p")) == refused
+
+
+def test_every_threshold_zero_skips_the_node_expiry_included() -> None:
+    """Koordinator's filter does not look at a node, not even at its report's age, when
+    every threshold the pod is held to is 0; prod thresholds all 0 count as none."""
+    stale = (node("n1"), metric("n1", "3900m", updated=NOW - 181))
+    zero = {"usageThresholds": {"cpu": 0, "memory": 0}}
+    assert env(*stale, args=zero).feasible(cpu_pod("p")) == ["n1"]
+    assert env(*stale).feasible(cpu_pod("p")) == []
+    hot = (node("n1"), metric("n1", "3900m"))
+    assert env(*hot, args={"prodUsageThresholds": {"cpu": 0}}).feasible(cpu_pod("p")) == []
+
+
 def test_the_node_annotation_wins_over_the_configured_thresholds() -> None:
     strict = node("n2")
     strict["metadata"]["annotations"] = {
@@ -412,3 +452,23 @@ def test_a_burst_onto_cold_nodes_spreads() -> None:
         placed[target] = placed.get(target, 0) + 1
     assert sum(placed.values()) == 50
     assert max(placed.values()) <= 11, placed
+
+
+@pytest.mark.parametrize(
+    ("labels", "priority", "expected"),
+    [
+        ({"koordinator.sh/priority-class": "koord-batch"}, 9500, "koord-batch"),
+        ({}, 5500, "koord-batch"),
+        # Koordinator: an unknown value is no class, whatever spec.priority says; the QoS
+        # decides (a Burstable pod is prod).
+        ({"koordinator.sh/priority-class": "gold"}, 5500, "koord-prod"),
+        ({"koordinator.sh/priority-class": "gold", "koordinator.sh/qosClass": "BE"}, 9500,
+         "koord-batch"),
+        ({"koordinator.sh/priority-class": "gold", "koordinator.sh/qosClass": "xx"}, 9500, None),
+    ],
+)  # fmt: skip
+def test_the_priority_class_is_koordinators(
+    labels: dict[str, str], priority: int, expected: str | None
+) -> None:
+    raw = pod("p", "1", labels=labels, priority=priority)
+    assert priority_class(raw) == expected

@@ -399,3 +399,18 @@ def test_the_simulation_shows_the_ledgers_effect() -> None:
         assert (on.placed, on.refused_on_node, on.waiting) == (20, 0, 10)
         assert on.last_placed > off.last_placed  # the price: placements wait for reports
     assert simulate(Scenario(ledger=OFF, **small), seed=3) == off  # seeded: repeatable
+
+
+def test_without_fingerprint_pods_without_exclusive_resources_are_never_pending() -> None:
+    """A Burstable pod takes nothing from a zone the updater reports, so no report ever
+    follows it: counted as pending, it would stay so for good."""
+    made = env(
+        node("n1", cpu="12", memory="64Gi"),
+        nrt("n1", ["4", "4", "4"], written=NOW - 60),
+        pending=True,
+    )
+    plugin: NodeResourceTopologyMatch = made.plugin("NodeResourceTopologyMatch")
+    place(made, pod("burst", containers=[container("2", "1Gi")], created=NOW))
+    assert plugin.pending(0, "n1", plugin._topologies["n1"]) == {}
+    place(made, numa_pod("p0"))
+    assert plugin.pending(0, "n1", plugin._topologies["n1"])["cpu"] == 3000

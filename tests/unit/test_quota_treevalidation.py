@@ -219,3 +219,23 @@ def test_a_pod_update_that_keeps_its_quota_labels_passes() -> None:
     why = review_pod(labels, [DEPT], old_labels={LABEL_NAME: "team-a"})
     assert why is not None
     assert "a parent runs no pods" in why
+
+
+def test_a_child_max_naming_a_resource_its_parent_max_lacks_is_refused() -> None:
+    """Koordinator refuses a child whose max limits a resource its parent's max does not
+    (and a parent's max dropping a resource its children limit)."""
+    gpus = copy.deepcopy(TEAM_A)
+    gpus["spec"]["max"]["nvidia.com/gpu"] = "2"
+    why = review_quota(CREATE, None, gpus, [DEPT])
+    assert why == (
+        "ElasticQuota team-a: its max names nvidia.com/gpu, which the max of its parent "
+        "ElasticQuota dept does not; add it to the parent's max, or remove it here"
+    )
+    parent = copy.deepcopy(DEPT)
+    parent["spec"]["max"]["nvidia.com/gpu"] = "4"
+    assert review_quota(CREATE, None, gpus, [parent]) is None
+    why = review_quota(UPDATE, parent, DEPT, [gpus])
+    assert why == (
+        "ElasticQuota dept: its max would drop nvidia.com/gpu, which the max of its child "
+        "ElasticQuota team-a names; remove it from the child first"
+    )

@@ -95,7 +95,7 @@ def resolve(profile: Profile) -> Framework:
 
 
 def resolved(profile: Json | None = None) -> Framework:
-    return resolve(Profile.model_validate(profile or {}))
+    return resolve(parse({"profiles": [profile or {}]}).profiles[0])
 
 
 def names(plugins: Framework, point: str) -> list[str]:

@@ -201,7 +201,7 @@ async def capacity_outside_max(cluster: Cluster, namespace: str) -> dict[str, Re
         settings = parse(yaml.safe_load(text), SCHEDULER_CONFIG)
         for profile in settings.profiles:
             for entry in profile.plugin_config:
-                if entry.name == "CapacityScheduling":
+                if entry.name in ("CapacityScheduling", "ElasticQuota"):
                     return outside_max_args(entry.args)
     except (ConfigError, ValueError, yaml.YAMLError) as err:
         raise PluginError(f"ConfigMap {namespace}/{SCHEDULER_CONFIG}: {err}") from err

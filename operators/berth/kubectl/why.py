@@ -12,7 +12,8 @@ from typing import Any
 
 Json = Mapping[str, Any]
 
-QUOTA = "CapacityScheduling"
+# The quota plugin, by scheduler-plugins' or Koordinator's name.
+QUOTAS = ("CapacityScheduling", "ElasticQuota")
 RESERVATION = "Reservation"
 LOAD = "LoadAwareScheduling"
 NUMA = "NodeResourceTopologyMatch"
@@ -69,11 +70,16 @@ def report(record: Json) -> str:
                 f"  {r['nodes']:>4} node(s)  {r['plugin']:<{width}}  {r['reason']}"
                 + (f"  (e.g. {examples}{more})" if examples else "")
             )
-    quota = details.get(QUOTA) or {}
+    quota: Json = next((details[q] for q in QUOTAS if details.get(q)), {})
     if quota.get("quota"):
         lines += ["", *quota_section(quota)]
     reservations = details.get(RESERVATION) or {}
-    if reservations.get("affinity") or reservations.get("reservations") or RESERVATION in plugins:
+    if (
+        reservations.get("affinity")
+        or reservations.get("reservations")
+        or reservations.get("holding")
+        or RESERVATION in plugins
+    ):
         lines += ["", *reservation_section(reservations)]
     if LOAD in plugins:
         lines += ["", *load_section(details.get(LOAD) or {})]
@@ -133,6 +139,17 @@ def reservation_section(detail: Json) -> list[str]:
         )
     if detail.get("considered", 0) > len(verdicts):
         lines.append(f"  ... {detail['considered'] - len(verdicts)} more")
+    holding = detail.get("holding") or []
+    if holding:
+        lines += ["", "Reservations holding what the pod lacks (for their owners only):"]
+    for entry in holding:
+        free = ", ".join(f"{k}={q}" for k, q in entry["free"].items())
+        for r in entry["reservations"]:
+            holds = ", ".join(f"{k}={q}" for k, q in r["holds"].items())
+            lines.append(
+                f"  {entry['node']} (free after them: {free}): {r['name']} holds {holds} "
+                f"for {r['owners']}"
+            )
     return lines
 
 

@@ -170,6 +170,20 @@ class ThresholdProfile:
     prod: dict[str, int] = field(default_factory=dict)
     aggregated: AggregatedThresholds | None = None
 
+    @property
+    def checks_prod(self) -> bool:
+        """Prod pods are checked against the prod pods' usage: some prod threshold is
+        set (all of them 0 count as none, as in Koordinator)."""
+        return any(self.prod.values())
+
+    def checks(self, prod: bool) -> bool:
+        """Whether the filter checks a pod of this class at all: Koordinator skips the
+        node, expiry included, when every threshold the pod is held to is 0."""
+        if prod and self.checks_prod:
+            return True
+        held = self.aggregated.thresholds if self.aggregated is not None else self.usage
+        return any(held.values())
+
 
 class ThresholdsAnnotationError(ValueError):
     """The node's usage-thresholds annotation cannot be read."""

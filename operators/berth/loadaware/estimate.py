@@ -61,10 +61,9 @@ class NodeReport:
         return cls(updated, float(interval), _units(usage), pods, tuple(aggregated))
 
     def aggregated_usage(self, statistic: str, window: float) -> Resources | None:
-        """Koordinator's choice of percentile usage: the window asked for, or without one
-        the longest window that has the statistic (the latest usage when none has it)."""
-        if not self.aggregated:
-            return None
+        """Koordinator's choice of percentile usage: the window asked for (None when it is
+        not reported), or without one the longest window that has the statistic (the
+        latest usage when none has it, or none is reported)."""
         if window:
             return next(
                 (s[statistic] for w, s in self.aggregated if w == window and s.get(statistic)),
@@ -73,7 +72,7 @@ class NodeReport:
         present = [(w, s[statistic]) for w, s in self.aggregated if s.get(statistic)]
         if present:
             return max(present, key=lambda item: item[0])[1]
-        return self.usage or None
+        return self.usage
 
 
 def _units(amounts: Mapping[str, Any] | None) -> Resources:

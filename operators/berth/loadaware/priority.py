@@ -2,8 +2,9 @@
 and ``scoreAccordingProdUsage`` single out.
 
 The ``koordinator.sh/priority-class`` label, else the band of ``spec.priority``; a pod in
-neither is prod when its QoS is (the ``koordinator.sh/qosClass`` label SYSTEM, LSE, LSR or
-LS, or without it a Guaranteed or Burstable pod), batch when it is BE or BestEffort.
+neither, or labelled with a class Koordinator does not know, is prod when its QoS is (the
+``koordinator.sh/qosClass`` label SYSTEM, LSE, LSR or LS, or without it a Guaranteed or
+Burstable pod), batch when it is BE or BestEffort.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ BATCH = "koord-batch"
 # Koordinator's priority bands (inclusive).
 BANDS = ((PROD, 9000, 9999), ("koord-mid", 7000, 7999), (BATCH, 5000, 5999),
          ("koord-free", 3000, 3999))  # fmt: skip
+CLASSES = frozenset(name for name, _, _ in BANDS)
 _PROD_QOS = frozenset({"SYSTEM", "LSE", "LSR", "LS"})
 
 
@@ -32,9 +34,11 @@ def _best_effort(spec: Mapping[str, Any]) -> bool:
 def priority_class(pod: Mapping[str, Any]) -> str | None:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     if PRIORITY_LABEL in labels:
-        return str(labels[PRIORITY_LABEL])
-    value = (pod.get("spec") or {}).get("priority")
-    if value is not None:
+        if labels[PRIORITY_LABEL] in CLASSES:
+            return str(labels[PRIORITY_LABEL])
+        # Koordinator: a value it does not know is no class, and spec.priority is not
+        # read then; the QoS decides.
+    elif (value := (pod.get("spec") or {}).get("priority")) is not None:
         for name, low, high in BANDS:
             if low <= value <= high:
                 return name

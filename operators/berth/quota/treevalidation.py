@@ -321,6 +321,13 @@ def _parent(quota: TreeQuota, quotas: Mapping[str, TreeQuota]) -> str | None:
             )
         seen.add(current.name)
         current = with_quota.get(current.parent)
+    unlimited = sorted(set(quota.max) - set(parent.max))
+    if unlimited:
+        return (
+            f"ElasticQuota {quota.name}: its max names {', '.join(unlimited)}, which the max "
+            f"of its parent ElasticQuota {parent.name} does not; add it to the parent's max, "
+            "or remove it here"
+        )
     siblings = [q for q in quotas.values() if q.parent == parent.name and q.name != quota.name]
     over = _over(_sum_min([*siblings, quota]), parent.min)
     if over:
@@ -345,6 +352,14 @@ def _children(quota: TreeQuota, quotas: Mapping[str, TreeQuota], children: list[
             f"ElasticQuota {quota.name}: its children's min would add up to more than its "
             f"min ({'; '.join(over)})"
         )
+    for child in sorted(children):
+        dropped = sorted(set(quotas[child].max) - set(quota.max))
+        if dropped:
+            return (
+                f"ElasticQuota {quota.name}: its max would drop {', '.join(dropped)}, which "
+                f"the max of its child ElasticQuota {child} names; remove it from the child "
+                "first"
+            )
     return None
 
 

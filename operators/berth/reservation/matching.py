@@ -234,6 +234,29 @@ def is_owner(reservation: Reservation, pod: PodFacts) -> bool:
     return any(_entry_matches(owner, pod) for owner in reservation.spec.owners)
 
 
+def owners_text(reservation: Reservation) -> str:
+    """Its owners for people: ``pods labelled app=web; pod ns/p`` (entries ORed)."""
+    entries = []
+    for owner in reservation.spec.owners:
+        parts = []
+        if owner.object is not None:
+            ref = owner.object
+            named = "/".join(p for p in (ref.namespace, ref.name) if p) or f"uid {ref.uid}"
+            parts.append(f"pod {named}")
+        if owner.controller is not None:
+            parts.append(f"pods of {owner.controller.kind} {owner.controller.name}")
+        selector = owner.label_selector
+        if selector is not None:
+            terms = [f"{k}={v}" for k, v in sorted((selector.match_labels or {}).items())]
+            terms += [
+                f"{r.key} {r.operator.value} {','.join(r.values or ())}".rstrip()
+                for r in selector.match_expressions or ()
+            ]
+            parts.append(f"pods labelled {', '.join(terms)}" if terms else "any pod")
+        entries.append(" and ".join(parts))
+    return "; ".join(entries) or "no owner"
+
+
 OwnerScreen = tuple[frozenset[tuple[str, str]] | None, ...]
 """Per owner entry, the labels its selector's ``matchLabels`` demand (None: none)."""
 

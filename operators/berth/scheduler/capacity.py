@@ -2,7 +2,8 @@
 
 Allocatable minus what the node's pods (and reservations) request; minus what nominated
 preemptors of at least the pod's priority hold there, which takes only unreserved capacity
-and never what a reservation gives back; plus what a reservation gives back to its owner.
+and never what a reservation gives back; minus what a preemption dry run's victims gave
+back to their reservations; plus what a reservation gives back to its owner.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from berth.scheduler.nodetable import Ints, NodeTable
 def unreserved_free(state: CycleState, nodes: NodeTable) -> Ints:
     """Per row and column: free capacity no reservation gives back, after nominated holds."""
     free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
+    if state.withheld is not None:
+        free = free - _widened(state.withheld, free)
     if state.nominated is not None:
         free = np.maximum(free - _widened(state.nominated, free), np.minimum(free, 0))
     return free
@@ -33,7 +36,11 @@ def free_capacity(state: CycleState, nodes: NodeTable) -> Ints:
 
 
 def _widened(table: Ints, like: Ints) -> Ints:
-    """A per-row table built before a resource was first seen, padded to ``like``."""
-    if table.shape[1] < like.shape[1]:
-        table = np.pad(table, ((0, 0), (0, like.shape[1] - table.shape[1])))
-    return table[: like.shape[0]]
+    return padded(table, like.shape[1])[: like.shape[0]]
+
+
+def padded(table: Ints, width: int) -> Ints:
+    """A per-row table built before a resource was first seen, padded to ``width`` columns."""
+    if table.shape[1] < width:
+        return np.pad(table, ((0, 0), (0, width - table.shape[1])))
+    return table

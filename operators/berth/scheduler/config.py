@@ -3,21 +3,27 @@
 Users bring the file they have: ``profiles[].schedulerName``, ``plugins.<extension point>``
 with ``enabled``/``disabled`` (``"*"`` disables every default at that point),
 ``pluginConfig[].args``, ``percentageOfNodesToScore``, ``clientConnection`` qps/burst,
-``leaderElection``. The plugin set is resolved at start-up: an unknown or not yet available
-plugin is a ``ConfigError`` that names it, never a failure mid-cycle.
+``leaderElection``. Decoded strictly, as kube-scheduler decodes it: an unknown field at any
+level, a second ``pluginConfig`` entry for a plugin, or a field Berth does not honour is a
+``ConfigError`` naming its path. The plugin set is resolved at start-up: an unknown or not
+yet available plugin is a ``ConfigError`` that names it, never a failure mid-cycle.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import typing
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+from berth.scheduler.argspec import ARGS, args_problem, suggestion
 
 API_VERSIONS = frozenset(
     {
@@ -37,12 +43,24 @@ CONFIGMAP_HEADER = """\
 """
 
 
+T = TypeVar("T")
+
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message says what and where."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+def refuse_unless(value: T, allowed: object, why: str) -> T:
+    """A kube-scheduler field Berth works one way for: any other value is refused."""
+    if value is not None and value != allowed:
+        raise ValueError(
+            f"{json.dumps(value)} is not supported: {why}; remove it or set {json.dumps(allowed)}"
+        )
+    return value
 
 
 class PluginRef(_Model):
@@ -97,6 +115,29 @@ class Profile(_Model):
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _strict_args(self) -> Profile:
+        """One entry per plugin, of a plugin Berth has, with fields its args type has
+        (kube-scheduler refuses a repeated entry and an unknown field alike)."""
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(self.plugin_config):
+            where = f"pluginConfig[{i}]"
+            if entry.name in seen:
+                raise ValueError(
+                    f"{where}: a second entry for {entry.name} (the first is "
+                    f"pluginConfig[{seen[entry.name]}]); merge their args into one"
+                )
+            seen[entry.name] = i
+            if entry.name not in ARGS:
+                raise ValueError(
+                    f"{where}.name: Berth has no plugin {entry.name!r}; "
+                    f"{suggestion(entry.name, frozenset(ARGS), 'plugins')}"
+                )
+            problem = args_problem(entry.name, entry.args, f"{where}.args")
+            if problem:
+                raise ValueError(problem)
+        return self
+
     def args_for(self, plugin: str) -> dict[str, Any]:
         for entry in self.plugin_config:
             if entry.name == plugin:
@@ -108,6 +149,13 @@ class ClientConnection(_Model):
     kubeconfig: str = ""
     qps: float = Field(default=50.0, gt=0)
     burst: int = Field(default=100, gt=0)
+    accept_content_types: str | None = None
+    content_type: str | None = None
+
+    @field_validator("accept_content_types", "content_type")
+    @classmethod
+    def _json(cls, value: str | None) -> str | None:
+        return refuse_unless(value, "application/json", "Berth talks JSON to the API server")
 
 
 class LeaderElection(_Model):
@@ -117,6 +165,12 @@ class LeaderElection(_Model):
     retry_period: str = "2s"
     resource_name: str = "berth-controller"
     resource_namespace: str = "berth-system"
+    resource_lock: str | None = None
+
+    @field_validator("resource_lock")
+    @classmethod
+    def _leases(cls, value: str | None) -> str | None:
+        return refuse_unless(value, "leases", "Berth holds a Lease")
 
 
 class SchedulerConfiguration(_Model):
@@ -128,6 +182,47 @@ class SchedulerConfiguration(_Model):
     pod_initial_backoff_seconds: float = Field(default=1.0, gt=0)
     pod_max_backoff_seconds: float = Field(default=10.0, gt=0)
     profiles: list[Profile] = Field(default_factory=lambda: [Profile()])
+    # kube-scheduler's, honoured as far as they mean anything here: Berth filters and
+    # scores every node at once (no goroutines to count), and fills its caches only
+    # once it leads.
+    parallelism: int | None = Field(default=None, gt=0)
+    delay_cache_until_active: bool | None = None
+    # kube-scheduler's, refused unless they ask for what Berth does anyway.
+    extenders: list[Any] | None = None
+    enable_profiling: bool | None = None
+    enable_contention_profiling: bool | None = None
+    healthz_bind_address: str | None = None
+    metrics_bind_address: str | None = None
+
+    @field_validator("delay_cache_until_active")
+    @classmethod
+    def _delayed(cls, value: bool | None) -> bool | None:
+        return refuse_unless(value, True, "Berth fills its caches only once it leads")
+
+    @field_validator("extenders")
+    @classmethod
+    def _no_extenders(cls, value: list[Any] | None) -> list[Any] | None:
+        if value:
+            raise ValueError(
+                "Berth calls no scheduler extenders; remove them (an extender's work must "
+                "be one of Berth's plugins)"
+            )
+        return value
+
+    @field_validator("enable_profiling", "enable_contention_profiling")
+    @classmethod
+    def _no_profiling(cls, value: bool | None) -> bool | None:
+        return refuse_unless(value, False, "Berth serves no profiling endpoints")
+
+    @field_validator("healthz_bind_address", "metrics_bind_address")
+    @classmethod
+    def _own_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError(
+                "not supported: Berth serves /healthz and /metrics on the address of "
+                "`berth run --health-address`; remove it"
+            )
+        return value
 
     def scheduler_names(self) -> list[str]:
         return [p.scheduler_name for p in self.profiles]
@@ -148,15 +243,60 @@ def parse(document: Any, source: str = "configuration") -> SchedulerConfiguratio
     try:
         config = SchedulerConfiguration.model_validate(document)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from err
+        raise ConfigError(f"{source}: {explain(err)}") from err
     if not config.profiles:
         config.profiles = [Profile()]  # kube-scheduler's default: one profile
     names = config.scheduler_names()
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: profiles repeat a schedulerName: {names}")
     return config
+
+
+def explain(err: ValidationError) -> str:
+    """The first error as one line: the field's path (``profiles[0].plugins.preFilter``),
+    what is wrong, and, for an unknown field, the name meant or the names known."""
+    first = err.errors()[0]
+    loc = first["loc"]
+    where = _path(loc)
+    if first["type"] == "extra_forbidden":
+        known = _aliases(SchedulerConfiguration, loc[:-1])
+        return f"{where}: unknown field; {suggestion(str(loc[-1]), known)}"
+    message = str(first["ctx"]["error"]) if first["type"] == "value_error" else first["msg"]
+    # A profile's own checks name the path below the profile.
+    if message.startswith("pluginConfig["):
+        return f"{where}.{message}"
+    return f"{where}: {message}"
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _aliases(model: type[BaseModel], loc: tuple[int | str, ...]) -> frozenset[str]:
+    """The field names (as written in the file) of the model at ``loc`` below ``model``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or name: f for name, f in current.model_fields.items()}
+        current = _model_of(fields[str(part)].annotation)
+        if current is None:
+            return frozenset()
+    return frozenset(f.alias or name for name, f in current.model_fields.items())
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, itself or as the items of a list (or None)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def installed_text() -> str:

@@ -108,6 +108,9 @@ class CycleState:
     nominated_pods: dict[int, list[PodInfo]] = field(default_factory=dict)
     # Capacity given back to this pod per row (a reservation it may use there).
     released: Ints | None = None
+    # Per row, the shares a preemption dry run gave back to reservations (owners taken
+    # off): no longer requested on the node, yet held by those reservations.
+    withheld: Ints | None = None
     # Place regardless of what is requested on the nodes (a pre-allocated reservation).
     ignore_requested: bool = False
     # PreFilter plugins that answered Skip: their Filter is not run for this pod.

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING
 
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
 from berth.scheduler.framework import ACCEPTED_POINTS, EXTENSION_POINTS, Handle, Plugin
-from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
+from berth.scheduler.plugins.capacityscheduling import (
+    QUOTA_PLUGINS,
+    CapacityScheduling,
+    ElasticQuota,
+)
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
 from berth.scheduler.plugins.imagelocality import ImageLocality
@@ -62,6 +66,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         DefaultPreemption,
         DefaultBinder,
         CapacityScheduling,
+        ElasticQuota,
         LoadAwareScheduling,
         NodeResourceTopologyMatch,
         Reservation,
@@ -245,6 +250,11 @@ def build(
                 framework.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
     for point, custom in customs.items():
         _check_folded(framework, point, custom, f"{where} {point}")
+    if set(framework.instances) >= QUOTA_PLUGINS:
+        raise ConfigError(
+            f"{where}: CapacityScheduling and ElasticQuota are one quota plugin in Berth "
+            "(scheduler-plugins' and Koordinator's names for it); enable one of them"
+        )
     return framework
 
 

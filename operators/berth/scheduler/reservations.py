@@ -11,6 +11,7 @@ placed into it (Reserve), so a burst of owners sees the reservation shrink at on
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -92,11 +93,15 @@ class Held:
             bool(self.owners) or self.spent or bool(status and status.current_owners)
         )
 
-    def remaining(self) -> Resources:
+    def remaining(self, without: Collection[str] = ()) -> Resources:
+        """What it still holds; ``without`` names owners taken off in a preemption dry
+        run, whose share is back in it meanwhile."""
         if self.used_up:
             return {}
         left = dict(self.allocatable)
-        for requests in self.owners.values():
+        for uid, requests in self.owners.items():
+            if uid in without:
+                continue
             for resource, value in requests.items():
                 if resource in left:
                     left[resource] = max(0, left[resource] - value)

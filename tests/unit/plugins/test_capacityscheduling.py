@@ -581,9 +581,9 @@ def test_a_stored_default_quota_sets_the_max_over_the_argument() -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        ({"quotaGroupNamespace": "koordinator-system"}, "quotaGroupNamespace is not supported"),
-        ({"revokePodInterval": "1s"}, "revokePodInterval is not supported"),
-        ({"hookPlugins": []}, "hookPlugins is not supported"),
+        ({"quotaGroupNamespace": "koordinator-system"}, "quotaGroupNamespace: not supported"),
+        ({"revokePodInterval": "1s"}, "revokePodInterval: not supported"),
+        ({"hookPlugins": []}, "hookPlugins: not supported"),
         ({"enableRuntimeQuota": False}, "enableRuntimeQuota: False is not supported"),
         ({"defaultQuotaGroupMax": {GPU: "-1"}}, "defaultQuotaGroupMax must not be negative"),
     ],
@@ -737,3 +737,40 @@ def bind_in_place(env: Env, raw: Json, node_name: str) -> None:
     raw["spec"]["nodeName"] = node_name
     raw["status"]["phase"] = "Running"
     env.events.on_pod("MODIFIED", raw)
+
+
+KOORDINATOR_POINTS = {
+    point: {"enabled": [{"name": "ElasticQuota"}]}
+    for point in ("preFilter", "postFilter", "reserve")
+}
+
+
+def test_koordinators_elasticquota_plugin_is_the_same_quota_plugin() -> None:
+    """koord-scheduler's configuration names the quota plugin ElasticQuota, at preFilter,
+    postFilter and reserve, with its ElasticQuotaArgs: the same rules as CapacityScheduling."""
+    args = {"kind": "ElasticQuotaArgs", "enableRuntimeQuota": True, "systemQuotaGroupMax": {}}
+    profile = {
+        "plugins": {**KOORDINATOR_POINTS, "postFilter": {"disabled": [{"name": "*"}],
+                                                        "enabled": [{"name": "ElasticQuota"}]}},
+        "pluginConfig": [{"name": "ElasticQuota", "args": args}],
+    }  # fmt: skip
+    nodes = [node(f"n{i}", cpu="32", memory="64Gi", extra={GPU: "5"}) for i in (1, 2)]
+    env = make_env(*nodes, quota("a", 4, 6), quota("b", 6, 8), profile=profile)
+    assert [p.name for p in env.plugins.pre_filter if p.name == "ElasticQuota"] == ["ElasticQuota"]
+    for i in range(6):
+        raw = gpu_pod(f"a{i}", "a")
+        state, pod_info = CycleState(), info(raw)
+        placement = env.cycle.schedule(state, pod_info)
+        env.view.assume(pod_info, placement.node)
+        assert env.plugin("ElasticQuota").reserve(state, pod_info, placement.node).ok
+    assert env.message(gpu_pod("a6", "a")) == (
+        "0/2 nodes are available: Pod a/a6 is rejected because ElasticQuota a is more than Max "
+        "(nvidia.com/gpu: 6 used + 1 requested > 6)."
+    )
+
+
+def test_both_names_of_the_quota_plugin_in_one_profile_are_refused() -> None:
+    both = {"plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"},
+                                                   {"name": "ElasticQuota"}]}}}  # fmt: skip
+    with pytest.raises(ConfigError, match="CapacityScheduling and ElasticQuota are one quota"):
+        make_env(profile=both)

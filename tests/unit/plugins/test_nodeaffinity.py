@@ -175,3 +175,38 @@ def test_default_weights_taint_toleration_outweighs_node_affinity() -> None:
 def test_configured_weight_changes_the_choice() -> None:
     profile = {"plugins": {"multiPoint": {"enabled": [{"name": "NodeAffinity", "weight": 5}]}}}
     assert weighted_cluster(profile).node_for(zone_a_lover()) == "preferred"
+
+
+# -- NodeAffinityArgs.addedAffinity --------------------------------------------------------
+
+
+def added(affinity: Json) -> Json:
+    return {"pluginConfig": [{"name": "NodeAffinity", "args": {"addedAffinity": affinity}}]}
+
+
+def test_added_affinity_filters_every_pod_and_says_it_is_the_schedulers() -> None:
+    """kube-scheduler's addedAffinity: its required terms hold for every pod of the
+    profile, beside the pod's own; a node they refuse gets its own reason."""
+    gen5 = {"nodeSelectorTerms": [{"matchExpressions": [expr("gen", "In", "5")]}]}
+    env = make_env(
+        *AFFINITY_NODES, profile=added({"requiredDuringSchedulingIgnoredDuringExecution": gen5})
+    )
+    assert env.feasible(pod("p")) == ["b"]
+    assert env.feasible(pod("p", node_selector={"zone": "a"})) == []
+    assert env.message(pod("p", node_selector={"zone": "a"})) == (
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        "2 node(s) didn't match scheduler-enforced node affinity."
+    )
+
+
+def test_added_affinity_preferences_add_to_every_pods_score() -> None:
+    prefer_a = [{"weight": 10, "preference": {"matchExpressions": [expr("zone", "In", "a")]}}]
+    env = make_env(
+        *AFFINITY_NODES,
+        profile=added({"preferredDuringSchedulingIgnoredDuringExecution": prefer_a}),
+    )
+    assert scores(env, "NodeAffinity", pod("p"), "a", "b", "c") == [100, 0, 0]
+    own = pod(
+        "q", affinity=preferred_affinity((30, {"matchExpressions": [expr("zone", "In", "b")]}))
+    )
+    assert scores(env, "NodeAffinity", own, "a", "b", "c") == [33, 100, 0]

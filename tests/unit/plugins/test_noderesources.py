@@ -235,3 +235,35 @@ def test_with_quotas_another_namespace_s_pods_count_as_reclaimable() -> None:
     assert not fit.after_pod_change(wanted, before, None)
     env.add(quota)
     assert fit.after_pod_change(wanted, before, None)
+
+
+# -- NodeResourcesFitArgs.ignoredResources / ignoredResourceGroups ---------------------------
+
+
+def fit_args(**args: object) -> Json:
+    return {"pluginConfig": [{"name": "NodeResourcesFit", "args": args}]}
+
+
+@pytest.mark.parametrize(
+    ("args", "feasible"),
+    [
+        ({}, []),
+        ({"ignoredResources": ["example.com/foo"]}, ["n1"]),
+        ({"ignoredResourceGroups": ["example.com"]}, ["n1"]),
+        ({"ignoredResources": ["example.com/bar"]}, []),
+        ({"ignoredResourceGroups": ["example.org"]}, []),
+    ],
+)
+def test_ignored_extended_resources_are_not_checked_by_the_filter(
+    args: dict[str, object], feasible: list[str]
+) -> None:
+    """kube-scheduler's: a node without the extended resource (or without enough of it)
+    still fits when the resource, or its domain, is ignored."""
+    env = make_env(node("n1"), profile=fit_args(**args))
+    assert env.feasible(pod("p", requests={"cpu": "1", "example.com/foo": "2"})) == feasible
+
+
+def test_only_extended_resources_can_be_ignored() -> None:
+    """cpu is Kubernetes' own: naming it in ignoredResources does not stop the check."""
+    env = make_env(node("n1", cpu="1"), profile=fit_args(ignoredResources=["cpu"]))
+    assert env.feasible(pod("p", "2")) == []

@@ -212,7 +212,7 @@ def test_restricted_owner_must_fit_in_the_reservation() -> None:
     # 1 cpu left in it: a 2-cpu owner may not add free node capacity to it.
     _node_name, chosen = place(made, web("big", "2"))
     assert chosen is None
-    aligned = env(reservation("r", "2"))
+    aligned = make_env(node("n1", cpu="4"), reservation("r", "2"), profile=PROFILE)
     place(aligned, web("small", "1"))
     assert place(aligned, web("big", "2")) == ("n1", "r")
 
@@ -309,6 +309,60 @@ def test_the_lowest_reservation_order_is_used_first() -> None:
     assert place(made, web("w", "0.5")) == ("n1", "first")
 
 
+ORDER = "scheduling.koordinator.sh/reservation-order"
+
+
+def test_a_reservation_the_pod_overflows_scores_zero_as_in_koordinator() -> None:
+    """Node 8 cpu, 2 used; reusable big = 3 and small = 1; an owner of 2 cpu. Koordinator
+    scores small 0 (the pod overflows it) and picks big; charged to small, the owner would
+    take 1 cpu of the node's free capacity and a later 2-cpu pod would not fit."""
+    made = make_env(
+        node("n1", cpu="8"),
+        pod("used", "2", node_name="n1"),
+        reservation("big", "3"),
+        reservation("small", "1"),
+        profile=PROFILE,
+    )
+    assert place(made, web("w", "2")) == ("n1", "big")
+    assert made.feasible(pod("later", "2")) == ["n1"]
+
+
+def test_a_negative_order_is_used_first() -> None:
+    made = make_env(
+        node("n1", cpu="5"),
+        reservation("one", "2", labels={ORDER: "1"}),
+        reservation("minus", "2", labels={ORDER: "-1"}),
+        profile=PROFILE,
+    )
+    assert place(made, web("w", "1")) == ("n1", "minus")
+
+
+def scores(made: Env, raw: Json, *names: str) -> list[int]:
+    """The Reservation plugin's node scores after its PreFilter, for the named nodes."""
+    state, pod_info = CycleState(), info(raw)
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    nodes = made.view.nodes
+    plugin.pre_filter(state, pod_info, nodes)
+    rows = np.array([nodes.index[n] for n in names], dtype=np.int64)
+    return [int(s) for s in plugin.score(state, pod_info, nodes, rows)]
+
+
+def test_the_node_holding_the_lowest_order_is_preferred_across_nodes() -> None:
+    """Koordinator's PreScore: the node with the lowest-ordered reservation scores most,
+    the others by how full their reservation would be (MostAllocated), normalised."""
+    made = env(
+        reservation("full", "1", labels={ORDER: "2"}),
+        reservation("first", "4", node_name="n2", labels={ORDER: "1"}),
+    )
+    assert scores(made, web("w", "1"), "n1", "n2") == [10, 100]
+    assert place(made, web("w", "1")) == ("n2", "first")
+
+
+def test_nodes_score_by_how_full_their_reservation_would_be() -> None:
+    made = env(reservation("two", "2"), reservation("four", "4", node_name="n2"))
+    assert scores(made, web("w", "2"), "n1", "n2") == [100, 50]
+
+
 def owner_in(raw: Json, reservation_name: str) -> Json:
     """A pod bound into a reservation, as the watch shows it after Berth placed it."""
     raw["metadata"].setdefault("annotations", {})[
@@ -345,6 +399,26 @@ def test_an_owner_may_evict_a_lower_priority_owner_of_the_same_reservation() -> 
         profile=PROFILE,
     )
     assert candidates(made, web("w2", "3", priority=100)) == [["w1"]]
+
+
+@pytest.mark.parametrize("policy", ["Aligned", "Restricted"])
+@pytest.mark.parametrize("stranger_priority", [0, 2000])
+def test_a_victims_share_flows_back_into_the_reservation_in_the_dry_run(
+    stranger_priority: int, policy: str
+) -> None:
+    """Node 4 cpu, reusable r = 3 holding owner w1 (2 cpu), a stranger x (1 cpu). Owner w2
+    (3 cpu) needs only w1 gone: its 2 cpu go back into r, which then takes w2 whole. x is
+    no victim, and when x outranks w2, evicting w1 alone is still found."""
+    made = make_env(
+        node("n1", cpu="4"),
+        reservation("r", "3", policy=policy),
+        owner_in(web("w1", "2", node_name="n1"), "r"),
+        pod("x", "1", node_name="n1", priority=stranger_priority),
+        profile=PROFILE,
+    )
+    assert candidates(made, web("w2", "3", priority=100)) == [["w1"]]
+    assert made.book.held["rsv-r"].remaining() == {"cpu": 1000}  # the dry run left it as it was
+    assert made.feasible(pod("y", "1")) == []
 
 
 def test_a_nominated_pods_hold_never_covers_reserved_capacity() -> None:
@@ -469,9 +543,16 @@ def test_story_1_reservation_names_and_holds_only_for_its_preemptor() -> None:
 
 
 def test_reservation_plugin_args_are_checked_by_name() -> None:
-    bad = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": {"enablePreemption": True}}]}
-    with pytest.raises(ConfigError, match=r"unknown argument.*enablePreemption"):
-        make_env(profile=bad)
+    def args(**given: Any) -> Json:
+        return {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": given}]}
+
+    make_env(profile=args(enablePreemption=False))  # Koordinator's default: how Berth works
+    with pytest.raises(ConfigError, match="enablePreemption: true is not supported"):
+        make_env(profile=args(enablePreemption=True))
+    with pytest.raises(ConfigError, match="gcDurationSeconds: not supported"):
+        make_env(profile=args(gcDurationSeconds=60))
+    with pytest.raises(ConfigError, match=r"reservePreemptedCapcity: unknown field.*did you mean"):
+        make_env(profile=args(reservePreemptedCapcity=True))
     ttl = {"preemptionReservationTTL": "0s", "reservePreemptedCapacity": True}
     zero = {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": ttl}]}
     with pytest.raises(ConfigError, match="preemptionReservationTTL must be above 0s"):

@@ -17,7 +17,7 @@ import numpy as np
 from berth import log
 from berth.quota.check import OVER_MAX, OVER_MIN_TOTAL
 from berth.scheduler.framework import Code, CycleState, Diagnosis, Plugin, PostFilterResult
-from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
+from berth.scheduler.plugins.capacityscheduling import QUOTA_PLUGINS
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.reservation import Reservation
@@ -189,7 +189,7 @@ def unblock(decision: Decision) -> tuple[str, ...]:
 
 def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
     plugin = rejection.plugin
-    if plugin == CapacityScheduling.name:
+    if plugin in QUOTA_PLUGINS:
         quota = details.get(plugin) or {}
         verdict = quota.get("rejection") or {}
         resource = verdict.get("resource", "")
@@ -223,7 +223,19 @@ def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
             "a NUMA zone with enough free for the pod: free a zone, or request less per container"
         )
     if "Insufficient" in rejection.reason:
-        return f"free capacity or more nodes ({rejection.reason} on {rejection.nodes} node(s))"
+        hint = f"free capacity or more nodes ({rejection.reason} on {rejection.nodes} node(s))"
+        holding = (details.get(Reservation.name) or {}).get("holding") or []
+        held = [
+            f"Reservation {r['name']} on {entry['node']} ({r['owners']})"
+            for entry in holding
+            for r in entry["reservations"]
+        ]
+        if held:
+            hint += (
+                f"; reserved for others: {', '.join(held)}: delete or shrink them, or make "
+                "the pod one of their owners"
+            )
+        return hint
     return (
         f"nodes that {plugin or 'the filters'} accepts: it refused {rejection.nodes} node(s) "
         f"with {rejection.reason!r}"

@@ -105,24 +105,6 @@ FIXED_ARGS: dict[str, tuple[object, str]] = {
     "enableCheckParentQuota": (True, "every ancestor's runtime is checked too"),
     "enableMinQuotaScale": (True, "mins over what is handed down are scaled down"),
 }
-# Koordinator's ElasticQuota arguments Berth does not honour, and why.
-NOT_HONOURED_ARGS = {
-    "quotaGroupNamespace": "Berth creates no root, default or system ElasticQuota; they are "
-    "implicit (store one of their names in any namespace to see its status, or to set a "
-    "default or system quota's max)",
-    "delayEvictTime": "Berth has no revoke controller: a pod reclaims when it needs the "
-    "capacity (see overRuntimeCheckInterval)",
-    "revokePodInterval": "Berth has no revoke controller: a pod reclaims when it needs the "
-    "capacity (see overRuntimeCheckInterval)",
-    "monitorAllQuotas": "Berth has no revoke controller: a pod reclaims when it needs the "
-    "capacity (see overRuntimeCheckInterval)",
-    "disableDefaultQuotaPreemption": "pods of no quota preempt and are preempted as without "
-    "quotas (kube-scheduler's rules); Berth cannot switch that off",
-    "enableQueueHint": "Berth's queueing hints for quotas are always on and read the live "
-    "quotas (no snapshot)",
-    "quotaSnapshotUpdateInterval": "Berth's queueing hints read the live quotas (no snapshot)",
-    "hookPlugins": "Koordinator's quota hook plugins are not implemented",
-}
 
 
 @dataclass(frozen=True)
@@ -142,16 +124,14 @@ class OutsideRefusal:
 
 
 def _outside_max(args: dict[str, Any]) -> dict[str, Resources]:
-    """The default and system quotas' max from Koordinator's arguments, after refusing by
-    name those Berth does not honour."""
+    """The default and system quotas' max from Koordinator's arguments, after refusing the
+    values Berth does not work by (the fields it does not honour are refused by name with
+    the configuration)."""
     for name, (value, meaning) in FIXED_ARGS.items():
         if name in args and args[name] != value:
             raise ValueError(
                 f"{name}: {args[name]!r} is not supported; Berth works as {value!r} ({meaning})"
             )
-    for name, why in NOT_HONOURED_ARGS.items():
-        if name in args:
-            raise ValueError(f"{name} is not supported: {why}")
     return outside_max_args(args)
 
 
@@ -1202,3 +1182,14 @@ def _sum(a: Resources, b: Resources) -> Resources:
     total = dict(a)
     add(total, b)
     return total
+
+
+class ElasticQuota(CapacityScheduling):
+    """Koordinator's name for its quota plugin, with its ``ElasticQuotaArgs``: Berth's quota
+    rules (scheduler-plugins' flat quotas and Koordinator's tree) under either name, so
+    that a koord-scheduler configuration loads as written."""
+
+    name = "ElasticQuota"
+
+
+QUOTA_PLUGINS = frozenset({CapacityScheduling.name, ElasticQuota.name})

@@ -2,7 +2,8 @@
 
 Design 004 splits the two: the filter reads the latest NodeMetric report only (nodeUsage,
 the prod pods' usage, or a percentile of ``aggregatedNodeUsages``), so that a new pod is
-never refused for an estimate; the score adds the estimates of the pods the report does
+never refused for its own estimate (a percentile not reported gives way to the node's pods'
+estimates, as in Koordinator); the score adds the estimates of the pods the report does
 not include (placed after ``updateTime - reportIntervalSeconds``, or not listed in
 ``podsMetric``) and of the pod being scheduled, which is what spreads a burst. A node
 without a report passes and scores 0; an expired one is filtered (or, with
@@ -114,6 +115,9 @@ class LoadAwareScheduling(Plugin):
         self._seen: Ints = np.zeros(0, dtype=np.int64)
         self._updated: Floats = np.zeros(0)  # NaN: no report
         self._verdict: Ints = np.zeros((0, 2), dtype=np.int64)  # [other pods, prod pods]
+        # [other pods, prod pods]: some threshold is set for them (else the node passes
+        # unchecked, expiry included, as in Koordinator).
+        self._checks: npt.NDArray[np.bool_] = np.zeros((0, 2), dtype=bool)
         self._load: Ints = np.zeros((0, 2, width), dtype=np.int64)  # [all, prod only]
         self._allocatable: Ints = np.zeros((0, width), dtype=np.int64)
         for obj in handle.view.custom.get(KIND, {}).values():
@@ -182,19 +186,25 @@ class LoadAwareScheduling(Plugin):
                 aggregated.score_aggregation_type, aggregated.score_window
             )
         if base is None:  # no such percentile yet: every pod is estimated (Koordinator)
-            pending = view.pods_at(row)
-            base = {}
-        else:
-            pending = view.unreported(
-                row,
-                report.updated - report.interval,
-                lambda p: (p.namespace, p.name) in report.pods,
-            )
+            return self.estimated(row)
+        pending = view.unreported(
+            row,
+            report.updated - report.interval,
+            lambda p: (p.namespace, p.name) in report.pods,
+        )
         if prod_only:
             pending = [p for p in pending if self._prod(p)]
         extra = pending_load((self.pod_estimate(p), _usage(report, p)) for p in pending)
         total = dict(base)
         add(total, extra)
+        return total
+
+    def estimated(self, row: int) -> Resources:
+        """The estimates of the node's pods: what Koordinator counts when the window of
+        ``aggregatedNodeUsages`` it reads is not reported."""
+        total: Resources = {}
+        for pod in self.handle.view.pods_at(row):
+            add(total, self.pod_estimate(pod))
         return total
 
     def _verdicts(
@@ -206,15 +216,15 @@ class LoadAwareScheduling(Plugin):
             usage = report.aggregated_usage(
                 profile.aggregated.aggregation_type, profile.aggregated.duration
             )
-            over = (
-                over_threshold(usage, allocatable, profile.aggregated.thresholds) if usage else None
-            )
+            if usage is None:
+                usage = self.estimated(row)
+            over = over_threshold(usage, allocatable, profile.aggregated.thresholds)
             other = exceeds(over, aggregated=True) if over else None
         else:
             over = over_threshold(report.usage, allocatable, profile.usage)
             other = exceeds(over) if over else None
         prod = other
-        if profile.prod:
+        if profile.checks_prod:
             prod_usage: Resources = {}
             for key in self._reported_prod(row, report):
                 add(prod_usage, report.pods[key].usage)
@@ -237,6 +247,7 @@ class LoadAwareScheduling(Plugin):
             self._seen = np.concatenate([self._seen, np.full(grow, -1, dtype=np.int64)])
             self._updated = np.concatenate([self._updated, np.full(grow, np.nan)])
             self._verdict = np.pad(self._verdict, ((0, grow), (0, 0)))
+            self._checks = np.pad(self._checks, ((0, grow), (0, 0)))
             self._load = np.pad(self._load, ((0, grow), (0, 0), (0, 0)))
             self._allocatable = np.pad(self._allocatable, ((0, grow), (0, 0)))
         versions = nodes.row_versions[:size]
@@ -266,6 +277,7 @@ class LoadAwareScheduling(Plugin):
                     node, "Node", "InvalidUsageThresholds", str(err), warning=True
                 )
         self._verdict[row] = self._verdicts(report, row, profile, allocatable)
+        self._checks[row] = (profile.checks(prod=False), profile.checks(prod=True))
         self._allocatable[row] = [allocatable.get(r, 0) for r in self.scored]
         loads = [self.load(row, report)]
         if self.config.score_according_prod_usage:
@@ -290,15 +302,18 @@ class LoadAwareScheduling(Plugin):
         if not reported.any():
             return Verdict.all(nodes)
         config = self.config
-        checked = reported
+        column = 1 if self._prod(pod) else 0
+        # Every threshold the pod is held to is 0 there: passed unchecked, expiry included.
+        checked = reported & self._checks[: nodes.size, column]
+        expired = expired & checked
         reasons: list[Reason] = []
         failed = np.zeros(nodes.size, dtype=bool)
         if config.filter_expired_node_metrics:
-            checked = reported & ~expired  # expired: filtered, or passed unchecked
+            checked = checked & ~expired  # expired: filtered, or passed unchecked
             if expired.any() and not config.enable_schedule_when_node_metrics_expired:
                 reasons.append(Reason(expired.copy(), EXPIRED, resolvable=False))
                 failed |= expired
-        codes = self._verdict[: nodes.size, 1 if self._prod(pod) else 0]
+        codes = self._verdict[: nodes.size, column]
         for code in np.unique(codes[checked]).tolist():
             if code:
                 # Usage is not requests: evicting pods does not lower it until reported.
@@ -381,7 +396,7 @@ class LoadAwareScheduling(Plugin):
     ) -> tuple[str, Resources | None, dict[str, int]]:
         """What the filter compared for this pod on the node (as ``_verdicts`` decides):
         a description, the usage, and the thresholds."""
-        if prod and profile.prod:
+        if prod and profile.checks_prod:
             usage: Resources = {}
             for key in self._reported_prod(row, report):
                 add(usage, report.pods[key].usage)
@@ -390,6 +405,9 @@ class LoadAwareScheduling(Plugin):
         if aggregated is not None:
             kind = f"{aggregated.aggregation_type} usage"
             window = report.aggregated_usage(aggregated.aggregation_type, aggregated.duration)
+            if window is None:
+                kind = f"estimated usage (no {kind} reported)"
+                window = self.estimated(row)
             return kind, window, aggregated.thresholds
         return "usage", report.usage, profile.usage
 

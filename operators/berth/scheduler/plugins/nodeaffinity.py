@@ -1,16 +1,27 @@
-"""NodeAffinity: nodeSelector and required node affinity filter; preferred terms score."""
+"""NodeAffinity: nodeSelector and required node affinity filter; preferred terms score.
+
+``NodeAffinityArgs.addedAffinity`` applies to every pod of the profile, as in
+kube-scheduler: its required terms filter first (a node they refuse is told so apart from
+the pod's own affinity), its preferred terms add to every pod's score.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import numpy as np
+from pydantic import ValidationError
+
+from berth.api.meta import NodeAffinity as NodeAffinityTerms
 from berth.api.meta import NodeSelectorOperator
 from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
     SUCCESS,
     CycleState,
+    Handle,
     Plugin,
+    Reason,
     Status,
     Verdict,
     unschedulable,
@@ -20,6 +31,7 @@ from berth.scheduler.plugins.selectors import labels_match, term_matches
 from berth.scheduler.podinfo import PodInfo
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
+ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 CONFLICT = "pod affinity terms conflict"
 
 
@@ -37,6 +49,25 @@ def required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
 
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        try:
+            added = NodeAffinityTerms.model_validate(args.get("addedAffinity") or {})
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"addedAffinity.{where}: {first['msg']}") from err
+        required = added.required_during_scheduling_ignored_during_execution
+        if required is not None and not required.node_selector_terms:
+            raise ValueError(
+                "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
+                "must have at least one term"
+            )
+        self.added_required = required
+        self.added_preferred = tuple(
+            added.preferred_during_scheduling_ignored_during_execution or ()
+        )
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),)
@@ -66,13 +97,25 @@ class NodeAffinity(Plugin):
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
+        enforced = np.zeros(nodes.size, dtype=bool)
+        if self.added_required is not None:
+            for term in self.added_required.node_selector_terms:
+                enforced |= term_matches(nodes, term)
+            enforced = ~enforced
         if not pod.node_selector and pod.required_affinity is None:
-            return Verdict.all(nodes)
-        return Verdict.failing(nodes, ~required_rows(pod, nodes), REASON, resolvable=False)
+            own = enforced
+        else:
+            own = ~required_rows(pod, nodes) & ~enforced
+        reasons = tuple(
+            Reason(rows, message, resolvable=False)
+            for rows, message in ((enforced, ENFORCED), (own, REASON))
+            if rows.any()
+        )
+        return Verdict(~(enforced | own), reasons)
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         raw = np.zeros(len(rows), dtype=np.int64)
-        for preferred in pod.preferred_affinity:
+        for preferred in (*self.added_preferred, *pod.preferred_affinity):
             raw += np.where(term_matches(nodes, preferred.preference)[rows], preferred.weight, 0)
         top = int(raw.max()) if len(raw) else 0
         if top == 0:

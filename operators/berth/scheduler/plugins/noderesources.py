@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from berth.podresources import CPU, MEMORY, PODS
+from berth.podresources import CPU, MEMORY, PODS, is_extended
 from berth.quota.tree import is_tree_quota
 from berth.scheduler.capacity import free_capacity
 from berth.scheduler.clusterevents import (
@@ -42,9 +42,12 @@ DEFAULT_RESOURCES = ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
 STRATEGIES = ("LeastAllocated", "MostAllocated")
 
 
-def insufficient(state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-    """Rows where the pod does not fit, with kube-scheduler's reason per resource."""
-    need = nodes.vector(pod.requests)
+def insufficient(
+    state: CycleState, pod: PodInfo, nodes: NodeTable, ignored: Callable[[str], bool]
+) -> Verdict:
+    """Rows where the pod does not fit, with kube-scheduler's reason per resource (those
+    ``ignored`` not checked)."""
+    need = nodes.vector({r: v for r, v in pod.requests.items() if not ignored(r)})
     need[nodes.columns[PODS]] = 1
     free = free_capacity(state, nodes)
     # A request above the node's allocatable: no eviction can make room (kube-scheduler
@@ -95,6 +98,13 @@ def _weights(args: dict[str, Any]) -> tuple[list[str], Ints]:
     return names, weights
 
 
+def _names(args: dict[str, Any], field: str) -> frozenset[str]:
+    given = args.get(field) or []
+    if not isinstance(given, list) or not all(isinstance(n, str) for n in given):
+        raise ConfigError(f"{field}: expected a list of names")
+    return frozenset(given)
+
+
 class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
 
@@ -108,6 +118,14 @@ class NodeResourcesFit(Plugin):
                 f"(supported: {', '.join(STRATEGIES)})"
             )
         self.resources, self.weights = _weights(strategy)
+        self.ignored = _names(args, "ignoredResources")
+        self.ignored_groups = _names(args, "ignoredResourceGroups")
+        for group in self.ignored_groups:
+            if "/" in group:
+                raise ConfigError(
+                    f"ignoredResourceGroups: {group!r} contains '/'; name the group alone "
+                    "(example.com for example.com/gpu)"
+                )
         # (the ElasticQuota version last looked at, whether any of them is a tree quota)
         self._quotas_seen: tuple[int, bool] = (-1, False)
 
@@ -168,7 +186,14 @@ class NodeResourcesFit(Plugin):
         )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        return insufficient(state, pod, nodes)
+        return insufficient(state, pod, nodes, self.ignores)
+
+    def ignores(self, resource: str) -> bool:
+        """kube-scheduler's ``ignoredResources`` and ``ignoredResourceGroups`` (the part of
+        the name before '/'): extended resources the filter does not check."""
+        return is_extended(resource) and (
+            resource in self.ignored or resource.split("/", 1)[0] in self.ignored_groups
+        )
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         requested, allocatable = _requested_and_allocatable(

@@ -10,7 +10,9 @@ reported minus the requests of the pods the report does not include yet:
   with exclusive resources; or the legacy ``topology.node.k8s.io/fingerprint``
   annotation) and it matches the pods this scheduler knows on the node, nothing is pending;
 - when it does not match, the pods placed since the last report that matched are;
-- without a fingerprint, the pods placed at or after the updater's last report are.
+- without a fingerprint, the pods with exclusive resources placed at or after the
+  updater's last report are (a pod sharing the pool changes no zone, so no report would
+  ever follow it).
 
 A report is a change of the updater's own fields, never a label or an annotation someone
 else writes (``numa.report``).
@@ -59,15 +61,10 @@ FIXED_ARGS: dict[str, tuple[object, str]] = {
 
 
 def _check_fixed_args(args: dict[str, Any]) -> None:
-    """Refuse, by name, a value Berth cannot honour (and cache fields it has no use for)."""
+    """Refuse, by name, a value Berth cannot honour."""
     cache = args.get("cache") or {}
     if not isinstance(cache, dict):
         raise ValueError("cache: expected a mapping")
-    for name in sorted(set(cache) - {"foreignPodsDetect", "informerMode"}):
-        raise ValueError(
-            f"cache.{name} is not supported: Berth's pending ledger compares each report's "
-            "pods fingerprint with the pods it knows; remove it"
-        )
     given = {**args, **{f"cache.{k}": v for k, v in cache.items()}}
     for name, (value, meaning) in FIXED_ARGS.items():
         if name in given and given[name] != value:
@@ -82,15 +79,6 @@ class NodeResourceTopologyMatch(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - {
-            "scoringStrategy",
-            "cacheResyncPeriodSeconds",
-            "cache",
-            "discardReservedNodes",
-            "preemptionMode",
-        }
-        if unknown:
-            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         _check_fixed_args(args)
         strategy = args.get("scoringStrategy") or {}
         self.strategy = str(strategy.get("type") or "LeastAllocated")
@@ -150,8 +138,17 @@ class NodeResourceTopologyMatch(Plugin):
                 self._pending[row] = (key, {})
                 return {}
             since = self._matched_at.get(node, topology.reported_at)
+            unreported = view.unreported(row, since, lambda _pod: True)
+        else:
+            # Only a pod holding resources of its own changes the zones, and so brings a
+            # report; one sharing the pool would stay pending for good.
+            unreported = [
+                p
+                for p in view.unreported(row, since, lambda _pod: True)
+                if has_exclusive_resources(p.raw.get("spec") or {}, topology.listed)
+            ]
         total: Resources = {}
-        for pod in view.unreported(row, since, lambda _pod: True):
+        for pod in unreported:
             for resource, value in pod.requests.items():
                 total[resource] = total.get(resource, 0) + value
         self._pending[row] = (key, total)

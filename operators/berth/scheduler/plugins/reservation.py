@@ -9,11 +9,15 @@ reservation-affinity is limited to such nodes and never falls back to ordinary c
 
 One accounting rule for filter, score and Reserve: on each node, PreFilter picks the one
 reservation the pod would use, Koordinator's way (the lowest non-zero
-``reservation-order`` label first, then the one that ends up most allocated), among those
+``reservation-order`` label first, then the one that ends up most allocated, a reservation
+the pod overflows counting as empty), among those
 the pod fits with (what is left of it plus the node's free capacity, or, Restricted, what
 is left of it alone); that one's remainder is what the filter credits and what Reserve
-charges. A pod that fits in none of them alone is not credited with their sum. Score
-prefers nodes with a reservation for the pod; PreBind writes the
+charges. A pod that fits in none of them alone is not credited with their sum. In
+preemption's dry runs (kube-scheduler's PreFilter extensions AddPod/RemovePod) an owner
+taken off gives its share back to its reservation, which is then chosen again. Score is
+Koordinator's: the node holding the lowest order first, then by how full the chosen
+reservation would be; PreBind writes the
 ``reservation-allocated`` annotation, the truth of ownership for the operator and for a
 restarted scheduler.
 """
@@ -21,7 +25,8 @@ restarted scheduler.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,11 +53,12 @@ from berth.reservation.matching import (
     is_owner,
     may_own,
     owner_screen,
+    owners_text,
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation
-from berth.scheduler.capacity import unreserved_free
+from berth.scheduler.capacity import padded, unreserved_free
 from berth.scheduler.clusterevents import POD, RESERVATION, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
     MAX_NODE_SCORE,
@@ -73,8 +79,13 @@ logger = log.get(__name__)
 
 NO_MATCH = "no Reservation matches the pod's reservation-affinity"
 MAX_VERDICTS = 5
+# Koordinator's score of the node holding the lowest-ordered reservation, before the
+# scores are normalised to 0-100.
+PREFERRED_SCORE = 10 * MAX_NODE_SCORE
 # The decision record lists at most this many reservations per pod.
 EXPLAINED_RESERVATIONS = 20
+# ... and the reservations holding what the pod lacks on at most this many nodes.
+EXPLAINED_NODES = 10
 
 
 ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
@@ -82,15 +93,22 @@ ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
 # Reservation owned by it, made before any victim is evicted; and that reservation's ttl.
 RESERVE_FOR_PREEMPTORS = "reservePreemptedCapacity"
 PREEMPTION_TTL = "preemptionReservationTTL"
-ARGS = frozenset({RESERVE_FOR_PREEMPTORS, PREEMPTION_TTL})
+# Koordinator's ReservationArgs: whether a Reservation may preempt (false, its default, is
+# how Berth works).
+ENABLE_PREEMPTION = "enablePreemption"
 
 
 @dataclass
 class Usable:
-    """The reservation the pod would use on each row, and the one Reserve charged."""
+    """The reservation the pod would use on each row, and the one Reserve charged; the
+    reservations it may use per row, and the owners a preemption dry run has taken off."""
 
     by_row: dict[int, Held]
     chosen: Held | None = None
+    candidates: dict[int, list[Held]] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    # The pod ignores reservations: what they hold, given back or not, is free to it.
+    ignoring: bool = False
 
 
 def facts(pod: PodInfo) -> PodFacts:
@@ -112,8 +130,16 @@ def expired_at(held: Held, now: datetime) -> datetime | None:
     return held.expiry if held.expiry is not None and now >= held.expiry else None
 
 
-def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None, now: datetime) -> str:
-    """Why the pod may not use this reservation, or "" (the checks of ``usable`` in order)."""
+def held_back(
+    pod: PodInfo,
+    held: Held,
+    affinity: ReservationAffinity | None,
+    now: datetime,
+    *,
+    restricted_fit: bool = True,
+) -> str:
+    """Why the pod may not use this reservation, or "" (the checks of ``usable`` in order;
+    without ``restricted_fit``, whether a Restricted one still has room is left out)."""
     reservation = held.reservation
     phase = reservation.status.phase if reservation.status else None
     if phase != ReservationPhase.AVAILABLE:
@@ -134,44 +160,50 @@ def held_back(pod: PodInfo, held: Held, affinity: ReservationAffinity | None, no
         return str(err)
     if exact and not exactly_matches(pod.requests, held.allocatable, exact):
         return f"exact-match-reservation on {', '.join(exact)}"
-    if reservation.spec.allocate_policy == AllocatePolicy.RESTRICTED and not fits_restricted(
-        held, pod.requests
-    ):
+    if restricted_fit and not fits_restricted(held, pod.requests):
         return "Restricted and the pod does not fit in what is left"
     return ""
 
 
-def fits_restricted(held: Held, requests: Resources) -> bool:
-    left = held.remaining()
+def fits_restricted(held: Held, requests: Resources, gone: Collection[str] = ()) -> bool:
+    """An Aligned reservation, or a Restricted one the pod fits in (what is left of it)."""
+    if held.reservation.spec.allocate_policy != AllocatePolicy.RESTRICTED:
+        return True
+    left = held.remaining(gone)
     return all(requests.get(r, 0) <= left[r] for r in left if requests.get(r, 0) > 0)
 
 
 def order(held: Held) -> int:
-    """The ``reservation-order`` label: lower non-zero values are used first; 0 (or none,
-    or not a number) after every ordered one."""
+    """The ``reservation-order`` label: lower non-zero values (negative ones too) are used
+    first; 0 (or none, or not a number) after every ordered one."""
     text = (held.reservation.metadata.labels or {}).get(ORDER_LABEL, "")
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         return 0
-    return max(value, 0)
 
 
-def preference(held: Held, requests: Resources) -> tuple[bool, int, float]:
-    """Sort key, best first: ordered before unordered, lower order, then most allocated."""
+def preference(held: Held, requests: Resources, gone: Collection[str]) -> tuple[bool, int, int]:
+    """Sort key, best first: ordered before unordered, lower order, then the highest
+    ``fullness`` (Koordinator's nomination on a node)."""
     rank = order(held)
-    return (rank == 0, rank, -allocated_fraction(held, requests))
+    return (rank == 0, rank, -fullness(held, requests, gone))
 
 
-def allocated_fraction(held: Held, requests: Resources) -> float:
-    """How full the reservation would be with the pod in it (MostAllocated picks the max)."""
-    fractions = []
-    left = held.remaining()
-    for resource, total in held.allocatable.items():
-        if total > 0:
-            used = total - left.get(resource, 0) + requests.get(resource, 0)
-            fractions.append(min(used, total) / total)
-    return sum(fractions) / len(fractions) if fractions else 0.0
+def fullness(held: Held, requests: Resources, gone: Collection[str] = ()) -> int:
+    """Koordinator's score of a reservation for a pod, 0-100: per resource it holds, how
+    full it would be with the pod in it, 0 for a resource the pod overflows it on
+    (MostAllocated, equal weights)."""
+    left = held.remaining(gone)
+    holds = {r: total for r, total in held.allocatable.items() if total > 0}
+    if not holds:
+        return 0
+    score = 0
+    for resource, total in holds.items():
+        used = total - left.get(resource, 0) + requests.get(resource, 0)
+        if used <= total:
+            score += MAX_NODE_SCORE * used // total
+    return score // len(holds)
 
 
 class Reservation(Plugin):
@@ -180,10 +212,11 @@ class Reservation(Plugin):
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
         self.book = handle.reservations
-        unknown = sorted(set(args) - ARGS)
-        if unknown:
+        if args.get(ENABLE_PREEMPTION, False) is not False:
             raise ValueError(
-                f"unknown argument(s) {', '.join(unknown)} (known: {', '.join(sorted(ARGS))})"
+                f"{ENABLE_PREEMPTION}: {json.dumps(args[ENABLE_PREEMPTION])} is not supported: "
+                "a Reservation waits for room (or is pre-allocated) and never preempts; "
+                "remove it or set false"
             )
         self.reserve_for_preemptors = bool(args.get(RESERVE_FOR_PREEMPTORS, False))
         try:
@@ -209,7 +242,9 @@ class Reservation(Plugin):
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (on(RESERVATION, ActionType.ALL), on(POD, ActionType.DELETE))
 
-    def usable(self, pod: PodInfo, affinity: ReservationAffinity | None) -> list[Held]:
+    def usable(
+        self, pod: PodInfo, affinity: ReservationAffinity | None, *, restricted_fit: bool = True
+    ) -> list[Held]:
         """The held reservations the pod may use; those its labels cannot own are passed
         over unasked (one in twenty nodes holding one, matching every owner cost the
         installed profile a millisecond a pod at 5000 nodes)."""
@@ -220,7 +255,7 @@ class Reservation(Plugin):
             h
             for h in self.book.held.values()
             if (h.uid in candidates or h.uid not in index.known)
-            and not held_back(pod, h, affinity, now)
+            and not held_back(pod, h, affinity, now, restricted_fit=restricted_fit)
         ]
 
     # -- PreFilter / Score ----------------------------------------------------------------
@@ -233,33 +268,34 @@ class Reservation(Plugin):
             return SUCCESS
         if facts(pod).ignores_reservations:
             self._ignore_all(state, nodes)
-            state.data[self.name] = Usable({})
+            state.data[self.name] = Usable({}, ignoring=True)
             return SUCCESS
         try:
             affinity = affinity_of(pod.annotations)
             exact_match_of(pod.annotations)
         except AffinityError as err:
             return unschedulable(self.name, str(err), resolvable=False)
+        # A Restricted one the pod does not fit in yet stays a candidate: a preemption dry
+        # run may give it back an owner's share.
         candidates: dict[int, list[Held]] = {}
-        for held in self.usable(pod, affinity):
+        fitting: set[int] = set()
+        for held in self.usable(pod, affinity, restricted_fit=False):
             row = nodes.index.get(held.node)
             if row is not None:
                 candidates.setdefault(row, []).append(held)
-        if affinity is not None and not candidates:
+                if fits_restricted(held, pod.requests):
+                    fitting.add(row)
+        if affinity is not None and not fitting:
             return unschedulable(self.name, self._no_match(pod, affinity))
-        by_row = self._choose(state, pod, nodes, candidates)
-        if by_row:
-            released = np.zeros((nodes.size, len(nodes.columns)), dtype=np.int64)
-            pods_column = nodes.columns["pods"]
-            for row, held in by_row.items():
-                released[row] += nodes.vector(held.remaining())[: released.shape[1]]
-                released[row, pods_column] += 1  # the slot the reservation keeps for it
-            state.released = released
+        usable = Usable({}, candidates=candidates)
+        unreserved = unreserved_free(state, nodes)
+        for row in candidates:
+            self._choose(state, pod, nodes, usable, row, unreserved[row])
         if affinity is not None:
             rows = np.zeros(nodes.size, dtype=bool)
-            rows[list(candidates)] = True
+            rows[list(fitting)] = True
             state.limit_nodes(rows, self.name)
-        state.data[self.name] = Usable(by_row)
+        state.data[self.name] = usable
         return SUCCESS
 
     def _no_match(self, pod: PodInfo, affinity: ReservationAffinity) -> str:
@@ -287,32 +323,97 @@ class Reservation(Plugin):
         state.released = released
 
     def _choose(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, candidates: dict[int, list[Held]]
-    ) -> dict[int, Held]:
-        """Per row, the first reservation by preference that the pod fits with."""
-        if not candidates:
-            return {}
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        usable: Usable,
+        row: int,
+        unreserved: Ints,
+    ) -> None:
+        """On one row, the first reservation by preference that the pod fits with (beside
+        the row's ``unreserved`` free capacity), and what it gives back there (none when
+        the pod fits with none)."""
         need = nodes.vector(pod.requests)
-        need[nodes.columns["pods"]] = 1
+        pods_column = nodes.columns["pods"]
+        need[pods_column] = 1
         width = len(need)
-        unreserved = unreserved_free(state, nodes)
-        chosen: dict[int, Held] = {}
-        for row, helds in candidates.items():
-            free = unreserved[row, :width]
-            for held in sorted(helds, key=lambda h: preference(h, pod.requests)):
-                given = nodes.vector(held.remaining())[:width]
-                given[nodes.columns["pods"]] += 1
-                if bool(((free + given) >= need)[need > 0].all()):
-                    chosen[row] = held
-                    break
-        return chosen
+        free = padded(unreserved[None, :], width)[0, :width]
+        usable.by_row.pop(row, None)
+        given = np.zeros(width, dtype=np.int64)
+        for held in sorted(
+            usable.candidates.get(row, ()), key=lambda h: preference(h, pod.requests, usable.gone)
+        ):
+            if not fits_restricted(held, pod.requests, usable.gone):
+                continue
+            offered = nodes.vector(held.remaining(usable.gone))[:width]
+            offered[pods_column] += 1  # the slot the reservation keeps for it
+            if bool(((free + offered) >= need)[need > 0].all()):
+                usable.by_row[row] = held
+                given = offered
+                break
+        if state.released is None:
+            if not given.any():
+                return
+            state.released = np.zeros((nodes.size, width), dtype=np.int64)
+        state.released = padded(state.released, width)
+        state.released[row] = padded(given[None, :], state.released.shape[1])[0]
+
+    # -- preemption's dry runs (kube-scheduler's PreFilterExtensions) -----------------------
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
+        """An owner taken off gives its share back to its reservation: held from everyone
+        else, and offered to the pod if it may use that reservation."""
+        usable: Usable | None = state.data.get(self.name)
+        if usable is None or usable.ignoring or not self._owns_here(other, row):
+            return
+        usable.gone.add(other.uid)
+        self._given_back(state, pod, usable, row)
+
+    def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
+        usable: Usable | None = state.data.get(self.name)
+        if usable is None or other.uid not in usable.gone:
+            return
+        usable.gone.discard(other.uid)
+        self._given_back(state, pod, usable, row)
+
+    def _owns_here(self, other: PodInfo, row: int) -> bool:
+        node = self.handle.view.nodes.names[row]
+        return any(other.uid in held.owners for held in self.book.on(node) if not held.used_up)
+
+    def _given_back(self, state: CycleState, pod: PodInfo, usable: Usable, row: int) -> None:
+        """The row's reservations as the dry run's owners leave them, and the pod's choice."""
+        nodes = self.handle.view.nodes
+        back = np.zeros(len(nodes.columns), dtype=np.int64)
+        for held in self.book.on(nodes.names[row]):
+            back += nodes.vector(held.remaining(usable.gone)) - nodes.vector(held.remaining())
+        withheld = state.withheld
+        if withheld is None:
+            withheld = np.zeros((nodes.size, len(back)), dtype=np.int64)
+        state.withheld = padded(withheld, len(back))
+        state.withheld[row] = back
+        self._choose(state, pod, nodes, usable, row, unreserved_free(state, nodes)[row])
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        """Koordinator's: the node holding the lowest-ordered reservation the pod may use
+        scores most (10 times a full reservation), every other node the ``fullness`` of
+        the reservation chosen there; normalised to 0-100."""
         usable: Usable | None = state.data.get(self.name)
-        if usable is None or not usable.by_row:
-            return np.zeros(len(rows), dtype=np.int64)
-        with_reservation = np.array([int(r) in usable.by_row for r in rows])
-        return np.where(with_reservation, MAX_NODE_SCORE, 0).astype(np.int64)
+        raw = np.zeros(len(rows), dtype=np.int64)
+        if usable is None or not usable.candidates:
+            return raw
+        lowest, preferred = 0, -1
+        for i, row in enumerate(rows.tolist()):
+            ranks = [r for r in map(order, usable.candidates.get(row, ())) if r != 0]
+            if ranks and (preferred < 0 or min(ranks) < lowest):
+                lowest, preferred = min(ranks), i
+            chosen = usable.by_row.get(row)
+            if chosen is not None:
+                raw[i] = fullness(chosen, pod.requests, usable.gone)
+        if preferred >= 0:
+            raw[preferred] = PREFERRED_SCORE
+        top = int(raw.max()) if len(raw) else 0
+        return raw * MAX_NODE_SCORE // top if top else raw
 
     # -- Reserve / PreBind ------------------------------------------------------------------
 
@@ -433,7 +534,54 @@ class Reservation(Plugin):
             else {"name": affinity.name, "selector": dict(affinity.selector)},
             "reservations": verdicts[:EXPLAINED_RESERVATIONS],
             "considered": len(verdicts),
+            "holding": self._holding(state, pod),
         }
+
+    def _holding(self, state: CycleState, pod: PodInfo) -> list[dict[str, Any]]:
+        """Per node where the pod lacks a resource that reservations it does not use hold:
+        the node's free capacity after them, and those reservations with their owners
+        (``kubectl describe node`` shows no pod holding that room)."""
+        usable: Usable | None = state.data.get(self.name)
+        nodes = self.handle.view.nodes
+        by_node: dict[str, list[Held]] = {}
+        for held in self.book.held.values():
+            by_node.setdefault(held.node, []).append(held)
+        found = []
+        for node, helds in sorted(by_node.items()):
+            row = nodes.index.get(node)
+            if row is None:
+                continue
+            mine = usable.by_row.get(row) if usable is not None else None
+            given = mine.remaining(usable.gone) if mine is not None and usable else {}
+            free = {
+                r: int(nodes.allocatable[row, col] - nodes.requested[row, col])
+                for r, col in nodes.columns.items()
+            }
+            lacking = {r for r, v in pod.requests.items() if v > free.get(r, 0) + given.get(r, 0)}
+            others = [
+                h
+                for h in helds
+                if h is not mine and any(h.remaining().get(r, 0) > 0 for r in lacking)
+            ]
+            if not others:
+                continue
+            found.append(
+                {
+                    "node": node,
+                    "free": as_resource_list({r: max(free.get(r, 0), 0) for r in sorted(lacking)}),
+                    "reservations": [
+                        {
+                            "name": h.name,
+                            "holds": as_resource_list(h.remaining()),
+                            "owners": owners_text(h.reservation),
+                        }
+                        for h in sorted(others, key=lambda h: h.name)
+                    ],
+                }
+            )
+            if len(found) >= EXPLAINED_NODES:
+                break
+        return found
 
     def _owner_index(self, listed: dict[str, dict[str, Any]]) -> OwnerIndex:
         """The listed reservations by the labels their owners demand, once per version of

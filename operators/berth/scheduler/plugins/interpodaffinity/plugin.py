@@ -27,14 +27,6 @@ class InterPodAffinity(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - {
-            "hardPodAffinityWeight",
-            "ignorePreferredTermsOfExistingPods",
-            "apiVersion",
-            "kind",
-        }
-        if unknown:
-            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         weight = args.get("hardPodAffinityWeight", 1)
         if not isinstance(weight, int) or not 0 <= weight <= MAX_HARD_WEIGHT:
             raise ValueError(f"hardPodAffinityWeight: not in valid range [0-{MAX_HARD_WEIGHT}]")

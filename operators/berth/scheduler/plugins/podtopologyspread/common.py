@@ -39,9 +39,6 @@ class Defaults:
 
     @classmethod
     def from_args(cls, args: dict[str, Any]) -> Defaults:
-        unknown = set(args) - {"defaultingType", "defaultConstraints", "apiVersion", "kind"}
-        if unknown:
-            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         defaulting = args.get("defaultingType") or SYSTEM
         raw = list(args.get("defaultConstraints") or ())
         if defaulting not in (SYSTEM, LIST):
@@ -52,9 +49,6 @@ class Defaults:
                     "when .defaultingType is System, .defaultConstraints must be empty"
                 )
             return cls(SYSTEM_DEFAULTS, system=True)
-        for constraint in raw:
-            if constraint.get("labelSelector") is not None:
-                raise ValueError("defaultConstraints: labelSelector must not be set")
         return cls(tuple(SpreadConstraint.parse(c, {}) for c in raw), system=False)
 
     def for_pod(

@@ -132,13 +132,6 @@ class VolumeBinding(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        unknown = set(args) - {"bindTimeoutSeconds", "apiVersion", "kind"}
-        if "shape" in unknown:
-            raise ValueError(
-                "shape: Berth does not score nodes by storage capacity (StorageCapacityScoring)"
-            )
-        if unknown:
-            raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         timeout = args.get("bindTimeoutSeconds", DEFAULT_BIND_TIMEOUT_SECONDS)
         if not isinstance(timeout, int) or timeout < 0:
             raise ValueError("bindTimeoutSeconds: must not be negative")

@@ -1,0 +1,132 @@
+"""A gang and its members as the decisions see them, and why a gang waits.
+
+Members are counted in the PodGroup's own namespace: a pod of another namespace carrying
+the same label is not a member (scheduler-plugins' controller lists by label alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from berth.api.podgroup import POD_GROUP_LABEL, PodGroup
+from berth.podresources import Resources, add, resource_list
+from berth.quota.usage import format_units
+
+
+class WaitReason(StrEnum):
+    """The reason of the PodGroup's ``Scheduled`` condition and of its members' events."""
+
+    WAITING_FOR_MEMBERS = "WaitingForMembers"
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    RESOURCE_GAP = "ResourceGap"
+    NO_PLACEMENT = "NoPlacement"
+    BACKED_OFF = "BackedOff"
+    PODGROUP_NOT_FOUND = "PodGroupNotFound"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why a gang was not placed in an attempt: a reason and a sentence a person acts on."""
+
+    reason: WaitReason
+    message: str
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A PodGroup's scheduling facts."""
+
+    namespace: str
+    name: str
+    min_member: int
+    min_resources: Resources = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @staticmethod
+    def of(group: PodGroup) -> Gang:
+        meta = group.metadata
+        minimum = group.spec.to_dict().get("minResources")
+        return Gang(meta.namespace or "", meta.name or "", group.quorum, resource_list(minimum))
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member pod: its requests, and whether it is already on a node."""
+
+    uid: str
+    name: str
+    requests: Mapping[str, int]
+    bound: bool = False
+
+
+def group_name(labels: Mapping[str, str]) -> str | None:
+    """The PodGroup a pod's labels name, if any."""
+    return labels.get(POD_GROUP_LABEL) or None
+
+
+def missing_members(gang: Gang, members: Sequence[Member]) -> Wait | None:
+    """Fewer member pods than minMember exist: the gang waits for the others."""
+    if len(members) >= gang.min_member:
+        return None
+    return Wait(
+        WaitReason.WAITING_FOR_MEMBERS,
+        f"PodGroup {gang.key} is waiting for members: {len(members)} of {gang.min_member} "
+        "(minMember) exist",
+    )
+
+
+def still_needed(gang: Gang, bound: int) -> int:
+    """How many pending members must be placed for the gang to reach minMember."""
+    return max(gang.min_member - bound, 0)
+
+
+def demand(gang: Gang, pending: Sequence[Member], bound: Sequence[Member]) -> Resources:
+    """What the gang asks of its quota as one entry: the requests of the pending members
+    it needs to reach minMember (in the order they are placed), raised resource by
+    resource to what ``minResources`` still lacks once the bound members are counted."""
+    total: Resources = {}
+    for member in pending[: still_needed(gang, len(bound))]:
+        add(total, member.requests)
+    used: Resources = {}
+    for member in bound:
+        add(used, member.requests)
+    for name, least in gang.min_resources.items():
+        total[name] = max(total.get(name, 0), least - used.get(name, 0))
+    return total
+
+
+def resource_gap(gang: Gang, free: Mapping[str, int]) -> Wait | None:
+    """``minResources`` beyond what the cluster has free (summed over nodes, as
+    scheduler-plugins does): the gang cannot start however it is placed."""
+    short = {
+        name: least - free.get(name, 0)
+        for name, least in gang.min_resources.items()
+        if least > free.get(name, 0)
+    }
+    if not short:
+        return None
+    gap = ", ".join(f"{name} {format_units(name, value)}" for name, value in sorted(short.items()))
+    return Wait(
+        WaitReason.RESOURCE_GAP,
+        f"PodGroup {gang.key} needs more than the cluster has free (minResources): short of {gap}",
+    )
+
+
+def quota_wait(gang: Gang, rejection: str) -> Wait:
+    """The gang's demand does not fit its quota (``rejection`` names it and the shortfall)."""
+    return Wait(
+        WaitReason.WAITING_FOR_QUOTA,
+        f"PodGroup {gang.key} is waiting for quota for its {gang.min_member} members: {rejection}",
+    )
+
+
+def backed_off(gang: Gang, until: str) -> Wait:
+    return Wait(
+        WaitReason.BACKED_OFF,
+        f"PodGroup {gang.key} failed recently and is backed off until {until}",
+    )

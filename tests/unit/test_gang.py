@@ -44,12 +44,12 @@ def test_members_are_named_by_the_scheduler_plugins_label() -> None:
 
 
 def test_a_gang_without_its_quorum_waits_and_says_how_many_exist() -> None:
-    wait = missing_members(GANG, [member("a"), member("b")])
+    wait = missing_members(GANG, 2)
     assert wait is not None
     assert wait.reason is WaitReason.WAITING_FOR_MEMBERS
     assert "2 of 3" in wait.message
     assert "team/train" in wait.message
-    assert missing_members(GANG, [member("a"), member("b"), member("c")]) is None
+    assert missing_members(GANG, 3) is None
 
 
 def test_the_quota_demand_is_the_members_needed_to_reach_min_member() -> None:

@@ -69,13 +69,13 @@ def group_name(labels: Mapping[str, str]) -> str | None:
     return labels.get(POD_GROUP_LABEL) or None
 
 
-def missing_members(gang: Gang, members: Sequence[Member]) -> Wait | None:
+def missing_members(gang: Gang, present: int) -> Wait | None:
     """Fewer member pods than minMember exist: the gang waits for the others."""
-    if len(members) >= gang.min_member:
+    if present >= gang.min_member:
         return None
     return Wait(
         WaitReason.WAITING_FOR_MEMBERS,
-        f"PodGroup {gang.key} is waiting for members: {len(members)} of {gang.min_member} "
+        f"PodGroup {gang.key} is waiting for members: {present} of {gang.min_member} "
         "(minMember) exist",
     )
 

@@ -23,6 +23,7 @@ from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import of_attempt
 from berth.scheduler.eventhandlers import EventHandlers
 from berth.scheduler.framework import CycleState, PostFilterResult
+from berth.scheduler.groupcycle import POD_GROUP, POD_GROUP_API, GroupOutcome, schedule_group
 from berth.scheduler.messages import FitError, fit_message
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.placement import ReservationPlacement
@@ -67,6 +68,11 @@ class ScheduleOne:
         fwk = profile.framework
         state = CycleState()
         started = time.perf_counter()
+        if fwk.group is not None:
+            outcome = schedule_group(profile.cycle, self.queue, current, time.time())
+            if outcome is not None:
+                self.group_decided(fwk, outcome, started)
+                return
         try:
             placement = profile.cycle.schedule(state, current)
         except FitError as fit:
@@ -82,9 +88,13 @@ class ScheduleOne:
         node = placement.node
         self.view.assume(current, node)
         status = fwk.run_reserve(state, current, node)
+        if status.ok:
+            status = fwk.run_permit(state, current, node)
+            if not status.ok:
+                fwk.run_unreserve(state, current, node)
         if not status.ok:
             logger.warning(
-                "reserve failed",
+                "reserve or permit refused",
                 namespace=current.namespace,
                 name=current.name,
                 node=node,
@@ -96,6 +106,33 @@ class ScheduleOne:
             return
         self._record("scheduled", started, fwk)
         self._spawn(self.binding_cycle(fwk, state, current, node))
+
+    def group_decided(self, fwk: Framework, outcome: GroupOutcome, started: float) -> None:
+        """A gang decided whole: its placed members bind together, the others wait for an
+        event that may help, each saying why (and the PodGroup too)."""
+        for placed in outcome.placed:
+            self._spawn(self.binding_cycle(fwk, placed.state, placed.pod, placed.node))
+        for pod, message in outcome.waiting:
+            self.queue.unschedulable(pod, outcome.rejected_by)
+            self._spawn(self._report_unschedulable(pod, message, False))
+        group = self.view.custom.get(POD_GROUP, {}).get(outcome.gang)
+        if outcome.wait is not None and group is not None:
+            self.writer.event(
+                group,
+                POD_GROUP,
+                outcome.wait.reason,
+                outcome.wait.message,
+                warning=True,
+                api_version=POD_GROUP_API,
+            )
+        self._record("scheduled" if outcome.placed else "unschedulable", started, fwk)
+        logger.info(
+            "gang placed" if outcome.placed else "gang waits",
+            namespace=outcome.gang.partition("/")[0] or None,
+            name=outcome.gang.partition("/")[2] or None,
+            placed=len(outcome.placed),
+            reason=outcome.wait.message if outcome.wait is not None else None,
+        )
 
     async def binding_cycle(
         self, fwk: Framework, state: CycleState, pod: PodInfo, node: str

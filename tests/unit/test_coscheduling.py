@@ -55,6 +55,10 @@ def test_args_defaults_are_scheduler_plugins() -> None:
         ),
         ({"podGroupRejectPercent": 10}, "podGroupRejectPercent: Extra inputs are not permitted"),
         ({"permitWaitingTimeSeconds": "60s"}, "permitWaitingTimeSeconds"),
+        (
+            {"defaultTimeout": "600s", "controllerWorkers": 1},
+            "controllerWorkers, defaultTimeout: Koordinator's Coscheduling arguments",
+        ),
     ],
 )
 def test_args_are_validated_with_upstream_messages(args: Json, message: str) -> None:

@@ -93,3 +93,29 @@ def test_volumes_without_placement_effect_are_fine() -> None:
         {"name": "token", "projected": {"sources": []}},
     ]
     assert env.node_for(raw) == "n1"
+
+
+def test_koordinator_gang_keys_are_refused_by_name() -> None:
+    env = make_env(node("n1"))
+    raw = pod("p", "100m")
+    raw["metadata"]["annotations"] = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "3",
+    }
+    assert env.message(raw) == (
+        "0/1 nodes are available: Berth does not schedule Koordinator gangs: annotation "
+        "gang.scheduling.koordinator.sh/name, annotation "
+        "gang.scheduling.koordinator.sh/min-available; name a scheduler-plugins PodGroup "
+        "with the label scheduling.x-k8s.io/pod-group instead."
+    )
+    labelled = pod("q", "100m", labels={"pod-group.scheduling.sigs.k8s.io": "train"})
+    assert "label pod-group.scheduling.sigs.k8s.io;" in env.message(labelled)
+
+
+def test_a_pod_group_member_in_a_profile_without_coscheduling_is_refused() -> None:
+    env = make_env(node("n1"))
+    raw = pod("p", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"})
+    assert env.message(raw) == (
+        "0/1 nodes are available: pod label scheduling.x-k8s.io/pod-group: profile "
+        "berth-scheduler has no Coscheduling plugin to place the pod with its PodGroup."
+    )

@@ -137,6 +137,11 @@ class Runner(Protocol):
 
     async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 
+    @property
+    def group(self) -> GroupPlugin | None:
+        """The profile's plugin that makes pods into gangs, if any."""
+        ...
+
 
 @dataclass
 class Handle:

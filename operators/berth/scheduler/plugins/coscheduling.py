@@ -52,6 +52,17 @@ from berth.scheduler.podinfo import PodInfo
 logger = log.get(__name__)
 
 NAME = "Coscheduling"
+# Koordinator's plugin of the same name takes these; its gangs are not Berth's yet.
+KOORDINATOR_ARGS = frozenset(
+    {
+        "defaultTimeout",
+        "controllerWorkers",
+        "skipCheckScheduleCycle",
+        "enablePreemption",
+        "awareNetworkTopology",
+        "defaultMatchPolicy",
+    }
+)
 POD_GROUP = CRD.kind
 
 
@@ -81,6 +92,13 @@ class CoschedulingArgs(BaseModel):
     @classmethod
     def parse(cls, args: Mapping[str, Any]) -> CoschedulingArgs:
         """The plugin's args; a wrong name or value raises ValueError naming it."""
+        theirs = sorted(KOORDINATOR_ARGS & set(args))
+        if theirs:
+            raise ValueError(
+                f"{', '.join(theirs)}: Koordinator's Coscheduling arguments; Berth's "
+                "Coscheduling is scheduler-plugins' (permitWaitingTimeSeconds, "
+                "podGroupBackoffSeconds, podGroupRejectPercentage)"
+            )
         try:
             return cls.model_validate(dict(args))
         except ValidationError as err:

@@ -1,6 +1,7 @@
 """PlacementFields: a pod that asks for placement Berth does not provide is refused, by name.
 
-kube-scheduler honours a pod's device claims and workload gangs when it places the pod;
+kube-scheduler honours a pod's device claims and workload gangs when it places the pod,
+Koordinator its gang annotations;
 binding such a pod while ignoring them would put it where it cannot run. Until Berth
 implements them, such a pod stays Pending, Unschedulable, with a message naming the
 field. ``HONOURED`` and ``NOT_PLACEMENT`` say what Berth does with every other PodSpec
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from berth.api.podgroup import POD_GROUP_LABEL
 from berth.scheduler.framework import SUCCESS, CycleState, Plugin, Status, unschedulable
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -115,16 +117,49 @@ UNPLACED_VOLUME_SOURCES = frozenset(
 )
 
 
+# Koordinator's gang keys: a pod carrying them is not placed one by one as if alone.
+KOORDINATOR_GANG_LABELS = (
+    "pod-group.scheduling.sigs.k8s.io",
+    "pod-group.scheduling.sigs.k8s.io/name",
+)
+KOORDINATOR_GANG_ANNOTATIONS = "gang.scheduling.koordinator.sh/"
+KOORDINATOR_GANG = (
+    "Berth does not schedule Koordinator gangs: {keys}; name a scheduler-plugins PodGroup "
+    f"with the label {POD_GROUP_LABEL} instead"
+)
+NO_COSCHEDULING = (
+    f"pod label {POD_GROUP_LABEL}: profile {{profile}} has no Coscheduling plugin to place "
+    "the pod with its PodGroup"
+)
+
+
 def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
     """Why Berth will not place a pod with this spec, one message per field; () if none."""
     return tuple(message for name, message in REFUSED.items() if spec.get(name))
+
+
+def gang_refusals(pod: PodInfo, profile: str, grouping: bool) -> tuple[str, ...]:
+    """A gang Berth would place as single pods: Koordinator's keys, or scheduler-plugins'
+    label in a profile without Coscheduling."""
+    keys = [f"label {k}" for k in KOORDINATOR_GANG_LABELS if k in pod.labels]
+    keys += [
+        f"annotation {k}" for k in pod.annotations if k.startswith(KOORDINATOR_GANG_ANNOTATIONS)
+    ]
+    found = [KOORDINATOR_GANG.format(keys=", ".join(keys))] if keys else []
+    if POD_GROUP_LABEL in pod.labels and not grouping:
+        found.append(NO_COSCHEDULING.format(profile=profile))
+    return tuple(found)
 
 
 class PlacementFields(Plugin):
     name = "PlacementFields"
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        handle = self.handle
+        grouping = handle.framework is not None and handle.framework.group is not None
         reasons = refusals(pod.raw.get("spec") or {})
+        if pod.reservation is None:
+            reasons += gang_refusals(pod, handle.profile, grouping)
         if reasons:
             return unschedulable(self.name, *reasons, resolvable=False)
         return SUCCESS

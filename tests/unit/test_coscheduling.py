@@ -11,6 +11,7 @@ import yaml
 
 from berth.scheduler.config import ConfigError, Profile, parse
 from berth.scheduler.framework import CycleState
+from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.plugins.coscheduling import CoschedulingArgs
 from berth.scheduler.registry import build
 from berth.scheduler.reservations import ReservationBook
@@ -286,3 +287,32 @@ def test_permit_passes_a_member_only_within_a_placement_that_reached_the_number(
     assert not plugin.permit(CycleState(group=(2, 3)), pod, "n1").ok
     assert plugin.permit(CycleState(group=(3, 3)), pod, "n1").ok
     assert plugin.permit(CycleState(), info(berth_pod("alone", "1")), "n1").ok
+
+
+async def test_gang_attempts_are_counted_under_kube_schedulers_names() -> None:
+    loop = gang_loop(
+        node("n1", cpu="3"),
+        *(member(n, "train") for n in "ab"),
+        groups=(pod_group("train", 3),),
+    )
+    metrics = SchedulerMetrics(["berth-scheduler"])
+    loop.schedule_one.metrics = metrics
+    await drain(loop)
+    loop.parts.events.on_pod("ADDED", member("c", "train", "500m"))
+    await drain(loop)
+    assert len(bound(loop)) == 3
+
+    def attempts(result: str) -> float | None:
+        labels = {"result": result, "profile": "berth-scheduler"}
+        return metrics.registry.get_sample_value(
+            "scheduler_podgroup_schedule_attempts_total", labels
+        )
+
+    assert attempts("scheduled") == 1
+    assert attempts("unschedulable") == 1  # a and b decided together: short of members
+    assert (
+        metrics.registry.get_sample_value(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds_count", {}
+        )
+        == 2
+    )

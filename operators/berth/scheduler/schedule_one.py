@@ -71,7 +71,7 @@ class ScheduleOne:
         if fwk.group is not None:
             outcome = schedule_group(profile.cycle, self.queue, current, time.time())
             if outcome is not None:
-                self.group_decided(fwk, outcome, started)
+                self.group_decided(fwk, outcome, started, time.perf_counter() - started)
                 return
         try:
             placement = profile.cycle.schedule(state, current)
@@ -107,7 +107,9 @@ class ScheduleOne:
         self._record("scheduled", started, fwk)
         self._spawn(self.binding_cycle(fwk, state, current, node))
 
-    def group_decided(self, fwk: Framework, outcome: GroupOutcome, started: float) -> None:
+    def group_decided(
+        self, fwk: Framework, outcome: GroupOutcome, started: float, algorithm: float
+    ) -> None:
         """A gang decided whole: its placed members bind together, the others wait for an
         event that may help, each saying why (and the PodGroup too)."""
         for placed in outcome.placed:
@@ -125,7 +127,13 @@ class ScheduleOne:
                 warning=True,
                 api_version=POD_GROUP_API,
             )
-        self._record("scheduled" if outcome.placed else "unschedulable", started, fwk)
+        if self.metrics is not None:
+            self.metrics.observe_group_attempt(
+                "scheduled" if outcome.placed else "unschedulable",
+                fwk.name,
+                time.perf_counter() - started,
+                algorithm,
+            )
         logger.info(
             "gang placed" if outcome.placed else "gang waits",
             namespace=outcome.gang.partition("/")[0] or None,

@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.scheduler import schedule_one
 from berth.scheduler.config import ConfigError, Profile, parse
 from berth.scheduler.framework import CycleState
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.plugins.coscheduling import CoschedulingArgs
+from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.registry import build
 from berth.scheduler.reservations import ReservationBook
 from berth.scheduler.view import ClusterView
@@ -316,3 +319,29 @@ async def test_gang_attempts_are_counted_under_kube_schedulers_names() -> None:
         )
         == 2
     )
+
+
+async def test_a_members_failed_binding_retries_into_the_same_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(schedule_one, "GANG_BIND_RETRIES", (0.0, 0.0, 0.0))
+    loop = gang_loop(
+        node("n1", cpu="2"),
+        *(member(n, "train") for n in "ab"),
+        groups=(pod_group("train", 2),),
+    )
+    original = loop.writer.bind
+    refused: list[str] = []
+
+    async def bind_once_refused(pod: PodInfo, where: str) -> None:
+        if pod.name == "b" and not refused:
+            refused.append(where)
+            assert loop.parts.view.assumed.get(pod.uid) == where  # still held meanwhile
+            raise ApiException(status=500, reason="Internal Server Error")
+        await original(pod, where)
+
+    loop.writer.bind = bind_once_refused  # type: ignore[method-assign]
+    await drain(loop)
+    assert bound(loop) == {"a": "n1", "b": "n1"}
+    assert refused == ["n1"]
+    assert loop.writer.events("FailedScheduling") == []

@@ -22,7 +22,7 @@ from berth.scheduler.cycle import Cycle
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import of_attempt
 from berth.scheduler.eventhandlers import EventHandlers
-from berth.scheduler.framework import CycleState, PostFilterResult
+from berth.scheduler.framework import CycleState, PostFilterResult, Status
 from berth.scheduler.groupcycle import POD_GROUP, POD_GROUP_API, GroupOutcome, schedule_group
 from berth.scheduler.messages import FitError, fit_message
 from berth.scheduler.metrics import SchedulerMetrics
@@ -34,6 +34,9 @@ from berth.scheduler.view import ClusterView
 from berth.scheduler.writer import Writer
 
 logger = log.get(__name__)
+
+# Seconds before each new try of a gang member's failed binding, on the node it holds.
+GANG_BIND_RETRIES = (0.5, 1.0, 2.0)
 
 
 @dataclass
@@ -145,9 +148,21 @@ class ScheduleOne:
     async def binding_cycle(
         self, fwk: Framework, state: CycleState, pod: PodInfo, node: str
     ) -> None:
-        status = await fwk.run_pre_bind(state, pod, node)
-        if status.ok:
-            status = await fwk.run_bind(state, pod, node)
+        status = await self._bind(fwk, state, pod, node)
+        # A gang member's failed binding retries into the same hold (still assumed there,
+        # its quota still charged) rather than leaving its gang short of a member.
+        for delay in GANG_BIND_RETRIES if state.group is not None else ():
+            if status.ok or self.view.assumed.get(pod.uid) != node:
+                break
+            logger.info(
+                "gang member's binding retried",
+                namespace=pod.namespace,
+                name=pod.name,
+                node=node,
+                error=status.message,
+            )
+            await asyncio.sleep(delay)
+            status = await self._bind(fwk, state, pod, node)
         if status.ok:
             self.queue.done(pod.uid)
             logger.debug(
@@ -166,6 +181,12 @@ class ScheduleOne:
         self.queue.retry(pod)
         if pod.reservation is None:
             self.writer.event(pod.raw, "Pod", "FailedScheduling", status.message, warning=True)
+
+    async def _bind(self, fwk: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
+        status = await fwk.run_pre_bind(state, pod, node)
+        if status.ok:
+            status = await fwk.run_bind(state, pod, node)
+        return status
 
     async def handle_unschedulable(
         self, profile: Profile, state: CycleState, pod: PodInfo, fit: FitError, started: float

@@ -345,3 +345,55 @@ async def test_a_members_failed_binding_retries_into_the_same_hold(
     assert bound(loop) == {"a": "n1", "b": "n1"}
     assert refused == ["n1"]
     assert loop.writer.events("FailedScheduling") == []
+
+
+def koordinator_member(name: str, gang: str, minimum: str = "2", cpu: str = "1") -> Json:
+    raw = berth_pod(name, cpu)
+    raw["metadata"]["annotations"] = {
+        "gang.scheduling.koordinator.sh/name": gang,
+        "gang.scheduling.koordinator.sh/min-available": minimum,
+    }
+    return raw
+
+
+async def test_a_koordinator_gang_is_placed_whole_by_the_same_cycle() -> None:
+    loop = gang_loop(node("n1", cpu="2"), koordinator_member("a", "train"))
+    await drain(loop)
+    assert bound(loop) == {}
+    assert reasons(loop, "a") == [
+        "Gang default/train is waiting for members: 1 of 2 (minMember) exist"
+    ]
+    loop.parts.events.on_pod("ADDED", koordinator_member("b", "train"))
+    await drain(loop)
+    assert bound(loop) == {"a": "n1", "b": "n1"}
+
+
+async def test_a_koordinator_gang_that_does_not_fit_binds_nothing() -> None:
+    loop = gang_loop(node("n1", cpu="2"), *(koordinator_member(n, "train", "3") for n in "abc"))
+    await drain(loop)
+    assert bound(loop) == {}
+    assert reasons(loop, "c")[0].startswith("Gang default/train cannot be placed: 2 of the 3")
+
+
+async def test_a_koordinator_gang_berth_cannot_honour_waits_saying_why() -> None:
+    raw = koordinator_member("a", "train")
+    raw["metadata"]["annotations"]["gang.scheduling.koordinator.sh/groups"] = '["default/x"]'
+    loop = gang_loop(node("n1", cpu="2"), raw)
+    await drain(loop)
+    assert bound(loop) == {}
+    assert reasons(loop, "a") == [
+        "default/a: annotation gang.scheduling.koordinator.sh/groups is not supported: Berth "
+        "does not bind gangs of a gang group together"
+    ]
+
+
+async def test_a_podgroup_and_a_koordinator_gang_of_one_name_are_two_gangs() -> None:
+    loop = gang_loop(
+        node("n1", cpu="4"),
+        member("a", "train"),
+        koordinator_member("b", "train", "1"),
+        groups=(pod_group("train", 2),),
+    )
+    await drain(loop)
+    assert bound(loop) == {"b": "n1"}  # the annotated gang of one; the PodGroup waits
+    assert "PodGroup default/train is waiting for members: 1 of 2" in reasons(loop, "a")[0]

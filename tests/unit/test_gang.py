@@ -17,6 +17,7 @@ from berth.gang.group import (
     quota_wait,
     resource_gap,
 )
+from berth.gang.koordinator import GangAnnotationError, parse_gang
 from berth.gang.placement import Placed, Refused, place_all_or_nothing
 
 GANG = Gang("team", "train", 3)
@@ -174,3 +175,53 @@ def test_no_backoff_when_switched_off(seconds: float) -> None:
     backoff = GangBackoff(seconds)
     backoff.failed("team/big", now=100)
     assert backoff.backed_off("team/big", now=100) is None
+
+
+def test_koordinator_annotations_describe_a_gang() -> None:
+    annotations = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "3",
+        "gang.scheduling.koordinator.sh/total-number": "4",
+        "gang.scheduling.koordinator.sh/mode": "NonStrict",
+        "gang.scheduling.koordinator.sh/waiting-time": "30s",
+        "gang.scheduling.koordinator.sh/match-policy": "waiting-and-running",
+    }
+    gang = parse_gang("team", {}, annotations)
+    assert gang == Gang("team", "train", 3, kind="Gang")
+    assert gang.title == "Gang team/train"
+    # The deprecated labels, in Koordinator's order: the label's name comes first.
+    labels = {
+        "pod-group.scheduling.sigs.k8s.io/name": "old",
+        "pod-group.scheduling.sigs.k8s.io/min-available": "2",
+    }
+    assert parse_gang("team", labels, {"gang.scheduling.koordinator.sh/name": "x"}).name == "old"
+    assert parse_gang("team", labels, {}).min_member == 2
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({"gang.scheduling.koordinator.sh/min-available": "three"}, "at least 1, not 'three'"),
+        ({"gang.scheduling.koordinator.sh/min-available": "0"}, "at least 1, not '0'"),
+        ({}, "at least 1, not ''"),
+        (
+            {
+                "gang.scheduling.koordinator.sh/min-available": "2",
+                "gang.scheduling.koordinator.sh/groups": '["team/a","team/b"]',
+            },
+            "groups is not supported",
+        ),
+        (
+            {
+                "gang.scheduling.koordinator.sh/min-available": "2",
+                "gang.scheduling.koordinator.sh/match-policy": "only-waiting",
+            },
+            "'only-waiting' is not supported",
+        ),
+    ],
+)
+def test_koordinator_annotations_berth_cannot_honour_are_refused(
+    annotations: dict[str, str], message: str
+) -> None:
+    with pytest.raises(GangAnnotationError, match=message):
+        parse_gang("team", {}, {"gang.scheduling.koordinator.sh/name": "train", **annotations})

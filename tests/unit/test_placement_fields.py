@@ -95,7 +95,7 @@ def test_volumes_without_placement_effect_are_fine() -> None:
     assert env.node_for(raw) == "n1"
 
 
-def test_koordinator_gang_keys_are_refused_by_name() -> None:
+def test_gang_keys_in_a_profile_without_coscheduling_are_refused_by_name() -> None:
     env = make_env(node("n1"))
     raw = pod("p", "100m")
     raw["metadata"]["annotations"] = {
@@ -103,19 +103,23 @@ def test_koordinator_gang_keys_are_refused_by_name() -> None:
         "gang.scheduling.koordinator.sh/min-available": "3",
     }
     assert env.message(raw) == (
-        "0/1 nodes are available: Berth does not schedule Koordinator gangs: annotation "
-        "gang.scheduling.koordinator.sh/name, annotation "
-        "gang.scheduling.koordinator.sh/min-available; name a scheduler-plugins PodGroup "
-        "with the label scheduling.x-k8s.io/pod-group instead."
+        "0/1 nodes are available: annotation gang.scheduling.koordinator.sh/name, annotation "
+        "gang.scheduling.koordinator.sh/min-available: profile berth-scheduler has no "
+        "Coscheduling plugin to place the pod with its gang."
     )
-    labelled = pod("q", "100m", labels={"pod-group.scheduling.sigs.k8s.io": "train"})
-    assert "label pod-group.scheduling.sigs.k8s.io;" in env.message(labelled)
+    labelled = pod("q", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"})
+    assert env.message(labelled) == (
+        "0/1 nodes are available: label scheduling.x-k8s.io/pod-group: profile "
+        "berth-scheduler has no Coscheduling plugin to place the pod with its gang."
+    )
 
 
-def test_a_pod_group_member_in_a_profile_without_coscheduling_is_refused() -> None:
-    env = make_env(node("n1"))
-    raw = pod("p", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"})
-    assert env.message(raw) == (
-        "0/1 nodes are available: pod label scheduling.x-k8s.io/pod-group: profile "
-        "berth-scheduler has no Coscheduling plugin to place the pod with its PodGroup."
+def test_koordinators_podgroup_is_refused_by_name() -> None:
+    env = make_env(
+        node("n1"),
+        profile={"plugins": {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}}},
+    )
+    raw = pod("p", "100m", labels={"pod-group.scheduling.sigs.k8s.io": "train"})
+    assert "Berth does not serve Koordinator's PodGroup (scheduling.sigs.k8s.io)" in (
+        env.message(raw)
     )

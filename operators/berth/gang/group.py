@@ -24,6 +24,7 @@ class WaitReason(StrEnum):
     NO_PLACEMENT = "NoPlacement"
     BACKED_OFF = "BackedOff"
     PODGROUP_NOT_FOUND = "PodGroupNotFound"
+    INVALID_GANG = "InvalidGang"
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,17 @@ class Gang:
     name: str
     min_member: int
     min_resources: Resources = field(default_factory=dict)
+    kind: str = "PodGroup"
+    """What declares the gang: a PodGroup, or Koordinator's annotations (``Gang``)."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def title(self) -> str:
+        """How messages name it: ``PodGroup team/train``."""
+        return f"{self.kind} {self.key}"
 
     @staticmethod
     def of(group: PodGroup) -> Gang:
@@ -75,8 +83,7 @@ def missing_members(gang: Gang, present: int) -> Wait | None:
         return None
     return Wait(
         WaitReason.WAITING_FOR_MEMBERS,
-        f"PodGroup {gang.key} is waiting for members: {present} of {gang.min_member} "
-        "(minMember) exist",
+        f"{gang.title} is waiting for members: {present} of {gang.min_member} (minMember) exist",
     )
 
 
@@ -113,7 +120,7 @@ def resource_gap(gang: Gang, free: Mapping[str, int]) -> Wait | None:
     gap = ", ".join(f"{name} {format_units(name, value)}" for name, value in sorted(short.items()))
     return Wait(
         WaitReason.RESOURCE_GAP,
-        f"PodGroup {gang.key} needs more than the cluster has free (minResources): short of {gap}",
+        f"{gang.title} needs more than the cluster has free (minResources): short of {gap}",
     )
 
 
@@ -121,12 +128,12 @@ def quota_wait(gang: Gang, rejection: str) -> Wait:
     """The gang's demand does not fit its quota (``rejection`` names it and the shortfall)."""
     return Wait(
         WaitReason.WAITING_FOR_QUOTA,
-        f"PodGroup {gang.key} is waiting for quota for its {gang.min_member} members: {rejection}",
+        f"{gang.title} is waiting for quota for its {gang.min_member} members: {rejection}",
     )
 
 
 def backed_off(gang: Gang, until: str) -> Wait:
     return Wait(
         WaitReason.BACKED_OFF,
-        f"PodGroup {gang.key} failed recently and is backed off until {until}",
+        f"{gang.title} failed recently and is backed off until {until}",
     )

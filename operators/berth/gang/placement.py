@@ -45,7 +45,7 @@ class GangPlacement(Generic[M]):
         why = f"; {name(first.member)}: {first.reason}" if first is not None else ""
         return Wait(
             WaitReason.NO_PLACEMENT,
-            f"PodGroup {gang.key} cannot be placed: {len(self.placed)} of the {self.needed} "
+            f"{gang.title} cannot be placed: {len(self.placed)} of the {self.needed} "
             f"members it needs fit{why}",
         )
 

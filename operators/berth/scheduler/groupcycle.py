@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from berth.api.podgroup import CRD
 from berth.gang.group import (
+    Gang,
     Member,
     Wait,
     WaitReason,
@@ -52,7 +53,7 @@ class GroupOutcome:
     waiting: list[tuple[PodInfo, str]] = field(default_factory=list)
     rejected_by: frozenset[str] = frozenset()
     wait: Wait | None = None
-    gang: str = ""
+    gang: Gang | None = None
 
 
 def schedule_group(
@@ -71,7 +72,7 @@ def schedule_group(
         return None  # not waiting as a member (being deleted): the single-pod cycle says so
     members = _taken(found, pod, queue, fwk)
     gang = members.gang
-    outcome = GroupOutcome(gang=gang.key, rejected_by=frozenset({plugin}))
+    outcome = GroupOutcome(gang=gang, rejected_by=frozenset({plugin}))
     wait = group.before_placing(members, now)
     if wait is None:
         asked = demand(gang, _members(members.pending), _members(members.bound))
@@ -147,7 +148,7 @@ def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait |
             outcome.rejected_by |= {status.plugin}
             return Wait(
                 WaitReason.NO_PLACEMENT,
-                f"PodGroup {members.gang.key} was refused at Permit: {placed.member.key}: "
+                f"{members.gang.title} was refused at Permit: {placed.member.key}: "
                 f"{status.message}",
             )
     outcome.placed = [

@@ -120,7 +120,10 @@ class ScheduleOne:
         for pod, message in outcome.waiting:
             self.queue.unschedulable(pod, outcome.rejected_by)
             self._spawn(self._report_unschedulable(pod, message, False))
-        group = self.view.custom.get(POD_GROUP, {}).get(outcome.gang)
+        gang = outcome.gang
+        group = None
+        if gang is not None and gang.kind == POD_GROUP:
+            group = self.view.custom.get(POD_GROUP, {}).get(gang.key)
         if outcome.wait is not None and group is not None:
             self.writer.event(
                 group,
@@ -139,8 +142,8 @@ class ScheduleOne:
             )
         logger.info(
             "gang placed" if outcome.placed else "gang waits",
-            namespace=outcome.gang.partition("/")[0] or None,
-            name=outcome.gang.partition("/")[2] or None,
+            namespace=gang.namespace if gang is not None else None,
+            name=gang.name if gang is not None else None,
             placed=len(outcome.placed),
             reason=outcome.wait.message if outcome.wait is not None else None,
         )

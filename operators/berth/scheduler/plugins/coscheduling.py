@@ -1,5 +1,6 @@
 """Coscheduling: scheduler-plugins' gangs (``PodGroup`` and the pod label
-``scheduling.x-k8s.io/pod-group``), decided whole by the group cycle.
+``scheduling.x-k8s.io/pod-group``), and Koordinator's gang annotations
+(``berth.gang.koordinator``), decided whole by the group cycle.
 
 Upstream assumes members one by one and parks them at Permit until minMember are
 waiting, so a gang that waits holds capacity and quota, and two gangs can hold parts of
@@ -25,7 +26,8 @@ from pydantic.alias_generators import to_camel
 
 from berth import log
 from berth.api.base import format_time
-from berth.api.podgroup import CRD, PodGroup
+from berth.api.podgroup import CRD, POD_GROUP_LABEL, PodGroup
+from berth.gang import koordinator
 from berth.gang.backoff import GangBackoff
 from berth.gang.group import (
     Gang,
@@ -64,6 +66,7 @@ KOORDINATOR_ARGS = frozenset(
     }
 )
 POD_GROUP = CRD.kind
+KOORDINATOR_KEY = "koordinator:"
 
 
 class CoschedulingArgs(BaseModel):
@@ -140,32 +143,22 @@ class Coscheduling(Plugin):
         )
 
     def on_event(self, kind: str, event: str, obj: Any) -> None:
-        """Keeps the members of each gang by the pods' label, in the pods' namespace."""
+        """Keeps the members of each gang, in the pods' namespace."""
         pod: PodInfo = obj
         before = self._gang_of.pop(pod.uid, None)
         if before is not None:
             self._members[before].discard(pod.uid)
             if not self._members[before]:
                 del self._members[before]
-        name = group_name(pod.labels)
-        if event != "DELETED" and name is not None:
-            key = f"{pod.namespace}/{name}"
+        key = _gang_key(pod)
+        if event != "DELETED" and key is not None:
             self._gang_of[pod.uid] = key
             self._members.setdefault(key, set()).add(pod.uid)
 
     def group_of(self, pod: PodInfo) -> GroupMembers | Wait | None:
-        name = group_name(pod.labels)
-        if name is None or pod.reservation is not None:
+        key = _gang_key(pod)
+        if key is None or pod.reservation is not None:
             return None  # a Reservation is not a gang member (docs/gang.md)
-        key = f"{pod.namespace}/{name}"
-        raw = self.handle.view.custom.get(POD_GROUP, {}).get(key)
-        if raw is None:
-            return Wait(
-                WaitReason.PODGROUP_NOT_FOUND,
-                f"PodGroup {key} not found: create it, or remove the pod's label "
-                f"scheduling.x-k8s.io/pod-group",
-            )
-        gang = Gang.of(PodGroup.from_dict(raw))
         view = self.handle.view
         pending: list[PodInfo] = []
         bound: list[PodInfo] = []
@@ -179,7 +172,27 @@ class Coscheduling(Plugin):
                 pending.append(member)
         pending.sort(key=lambda p: (-p.priority, p.created, p.name))
         bound.sort(key=lambda p: p.name)
+        gang = self._gang(pod, key, [*pending, *bound])
+        if isinstance(gang, Wait):
+            return gang
         return GroupMembers(gang, tuple(pending), tuple(bound))
+
+    def _gang(self, pod: PodInfo, key: str, members: list[PodInfo]) -> Gang | Wait:
+        """The gang's facts: its PodGroup's, or Koordinator's annotations on its first
+        member by creation time."""
+        if key.startswith(KOORDINATOR_KEY):
+            first = min(members or [pod], key=lambda p: (p.created, p.name))
+            try:
+                return koordinator.parse_gang(pod.namespace, first.labels, first.annotations)
+            except koordinator.GangAnnotationError as err:
+                return Wait(WaitReason.INVALID_GANG, f"{first.key}: {err}")
+        raw = self.handle.view.custom.get(POD_GROUP, {}).get(key)
+        if raw is None:
+            return Wait(
+                WaitReason.PODGROUP_NOT_FOUND,
+                f"PodGroup {key} not found: create it, or remove the pod's label {POD_GROUP_LABEL}",
+            )
+        return Gang.of(PodGroup.from_dict(raw))
 
     def before_placing(self, members: GroupMembers, now: float) -> Wait | None:
         gang = members.gang
@@ -213,7 +226,7 @@ class Coscheduling(Plugin):
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """A member passes only within a placement of its gang that reached the number."""
-        if group_name(pod.labels) is None or pod.reservation is not None:
+        if _gang_key(pod) is None or pod.reservation is not None:
             return SUCCESS
         if state.group is None:
             return unschedulable(self.name, f"{pod.key} was not placed with its PodGroup")
@@ -223,6 +236,17 @@ class Coscheduling(Plugin):
                 self.name, f"{placed} of the {needed} members its PodGroup needs are placed"
             )
         return SUCCESS
+
+
+def _gang_key(pod: PodInfo) -> str | None:
+    """The gang a pod is a member of, in the order docs/gang.md gives: scheduler-plugins'
+    label, then Koordinator's keys (their gangs keyed apart, a PodGroup of the same name
+    being another gang)."""
+    name = group_name(pod.labels)
+    if name is not None:
+        return f"{pod.namespace}/{name}"
+    name = koordinator.gang_name(pod.labels, pod.annotations)
+    return None if name is None else f"{KOORDINATOR_KEY}{pod.namespace}/{name}"
 
 
 def _at(seconds: float) -> str:

@@ -1,7 +1,7 @@
 """PlacementFields: a pod that asks for placement Berth does not provide is refused, by name.
 
 kube-scheduler honours a pod's device claims and workload gangs when it places the pod,
-Koordinator its gang annotations;
+and a gang of Coscheduling's needs the plugin in the pod's profile;
 binding such a pod while ignoring them would put it where it cannot run. Until Berth
 implements them, such a pod stays Pending, Unschedulable, with a message naming the
 field. ``HONOURED`` and ``NOT_PLACEMENT`` say what Berth does with every other PodSpec
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.api.podgroup import POD_GROUP_LABEL
+from berth.gang import koordinator
 from berth.scheduler.framework import SUCCESS, CycleState, Plugin, Status, unschedulable
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -117,19 +118,14 @@ UNPLACED_VOLUME_SOURCES = frozenset(
 )
 
 
-# Koordinator's gang keys: a pod carrying them is not placed one by one as if alone.
-KOORDINATOR_GANG_LABELS = (
-    "pod-group.scheduling.sigs.k8s.io",
-    "pod-group.scheduling.sigs.k8s.io/name",
-)
-KOORDINATOR_GANG_ANNOTATIONS = "gang.scheduling.koordinator.sh/"
-KOORDINATOR_GANG = (
-    "Berth does not schedule Koordinator gangs: {keys}; name a scheduler-plugins PodGroup "
-    f"with the label {POD_GROUP_LABEL} instead"
+# Koordinator's PodGroup (its label names one in scheduling.sigs.k8s.io, not served here).
+KOORDINATOR_PODGROUP = (
+    f"label {koordinator.PODGROUP_LABEL}: Berth does not serve Koordinator's PodGroup "
+    f"(scheduling.sigs.k8s.io); name a scheduler-plugins PodGroup with the label "
+    f"{POD_GROUP_LABEL}, or use the annotations {koordinator.PREFIX}*"
 )
 NO_COSCHEDULING = (
-    f"pod label {POD_GROUP_LABEL}: profile {{profile}} has no Coscheduling plugin to place "
-    "the pod with its PodGroup"
+    "{keys}: profile {profile} has no Coscheduling plugin to place the pod with its gang"
 )
 
 
@@ -139,15 +135,14 @@ def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
 
 
 def gang_refusals(pod: PodInfo, profile: str, grouping: bool) -> tuple[str, ...]:
-    """A gang Berth would place as single pods: Koordinator's keys, or scheduler-plugins'
-    label in a profile without Coscheduling."""
-    keys = [f"label {k}" for k in KOORDINATOR_GANG_LABELS if k in pod.labels]
-    keys += [
-        f"annotation {k}" for k in pod.annotations if k.startswith(KOORDINATOR_GANG_ANNOTATIONS)
-    ]
-    found = [KOORDINATOR_GANG.format(keys=", ".join(keys))] if keys else []
-    if POD_GROUP_LABEL in pod.labels and not grouping:
-        found.append(NO_COSCHEDULING.format(profile=profile))
+    """A gang Berth would place as single pods: any gang in a profile without Coscheduling,
+    or Koordinator's PodGroup."""
+    found = [KOORDINATOR_PODGROUP] if koordinator.PODGROUP_LABEL in pod.labels else []
+    if not grouping:
+        keys = [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
+        keys += [f"annotation {k}" for k in pod.annotations if k.startswith(koordinator.PREFIX)]
+        if keys:
+            found.append(NO_COSCHEDULING.format(keys=", ".join(keys), profile=profile))
     return tuple(found)
 
 

@@ -3,7 +3,7 @@
 a gang that fits is bound whole and none of it before its quorum, one that does not fit
 has nothing bound and says why on every member, and of two gangs that each take 60 % of
 one ElasticQuota exactly one is placed whole while the other holds no quota and no
-capacity.
+capacity. A gang of Koordinator's annotations goes the same way.
 
 Each test adds kwok nodes labelled for it and its pods select them. Deadlines are sized
 for a loaded 2-core machine; a "nothing bound" check comes only after the events show
@@ -246,3 +246,29 @@ async def test_two_gangs_of_60_percent_of_one_quota_one_placed_whole_the_other_h
     for i in range(3):
         await others.wait_bound(f"plain-{i}", within=60)
     assert await waiting.bound() == []
+
+
+async def test_a_koordinator_gang_is_bound_whole_and_none_before_its_minimum(
+    api: ApiClient, namespace: str, nodes: Nodes, berth: BerthRun
+) -> None:
+    scheduler = short(namespace)
+    await nodes.add("n0", labels=mine(namespace), allocatable={"cpu": "2", "pods": "10"})
+    pods = Pods(api, namespace)
+    annotations = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+        "gang.scheduling.koordinator.sh/mode": "Strict",
+    }
+
+    def member(name: str) -> dict[str, Any]:
+        body = pod_body(name, scheduler, cpu="1", nodeSelector=mine(namespace))
+        body["metadata"]["annotations"] = annotations
+        return body
+
+    berth.start()
+    await pods.create(member("a"))
+    message = await pods.wait_event("a", "FailedScheduling", within=DECIDED)
+    assert message == f"Gang {namespace}/train is waiting for members: 1 of 2 (minMember) exist"
+    assert await pods.node_of("a") is None
+    await pods.create(member("b"))
+    assert await pods.wait_bound("a", within=DECIDED) == await pods.wait_bound("b")

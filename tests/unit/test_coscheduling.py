@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.kubectl.why import report
 from berth.scheduler import schedule_one
 from berth.scheduler.config import ConfigError, Profile, parse
 from berth.scheduler.framework import CycleState
@@ -397,3 +398,23 @@ async def test_a_podgroup_and_a_koordinator_gang_of_one_name_are_two_gangs() -> 
     await drain(loop)
     assert bound(loop) == {"b": "n1"}  # the annotated gang of one; the PodGroup waits
     assert "PodGroup default/train is waiting for members: 1 of 2" in reasons(loop, "a")[0]
+
+
+async def test_why_a_gang_waits_is_recorded_for_kubectl_berth_why() -> None:
+    loop = gang_loop(
+        node("n1", cpu="8"),
+        *(member(f"a{i}", "first", "1") for i in range(3)),
+        *(member(f"b{i}", "second", "1") for i in range(3)),
+        groups=(pod_group("first", 3), pod_group("second", 3)),
+        quotas=(quota("5"),),
+    )
+    await drain(loop)
+    waiting = next(
+        d
+        for name in ("a0", "b0")
+        if (d := loop.schedule_one.decisions.get("default", name)) is not None
+    )
+    text = report(waiting.to_json())
+    assert "Refused before any node was looked at, by Coscheduling:" in text
+    assert "is waiting for quota for its 3 members: ElasticQuota default is more than Max" in text
+    assert "room in the quota for the whole gang at once" in text

@@ -67,7 +67,9 @@ def schedule_group(
         return None
     plugin = getattr(group, "name", "")
     if isinstance(found, Wait):
-        return GroupOutcome(waiting=[(pod, found.message)], rejected_by=frozenset({plugin}))
+        return GroupOutcome(
+            waiting=[(pod, found.message)], rejected_by=frozenset({plugin}), wait=found
+        )
     if all(m.uid != pod.uid for m in found.pending):
         return None  # not waiting as a member (being deleted): the single-pod cycle says so
     members = _taken(found, pod, queue, fwk)

@@ -20,7 +20,7 @@ from typing import Any
 from berth import log
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.decisions.ledger import DecisionLedger
-from berth.scheduler.decisions.record import of_attempt
+from berth.scheduler.decisions.record import of_attempt, of_gang
 from berth.scheduler.eventhandlers import EventHandlers
 from berth.scheduler.framework import CycleState, PostFilterResult, Status
 from berth.scheduler.groupcycle import POD_GROUP, POD_GROUP_API, GroupOutcome, schedule_group
@@ -117,10 +117,14 @@ class ScheduleOne:
         event that may help, each saying why (and the PodGroup too)."""
         for placed in outcome.placed:
             self._spawn(self.binding_cycle(fwk, placed.state, placed.pod, placed.node))
+        gang = outcome.gang
         for pod, message in outcome.waiting:
             self.queue.unschedulable(pod, outcome.rejected_by)
             self._spawn(self._report_unschedulable(pod, message, False))
-        gang = outcome.gang
+            if outcome.wait is not None:
+                key = gang.title if gang is not None else ""
+                nodes = self.view.nodes.count
+                self.decisions.record(of_gang(fwk.name, pod, outcome.wait, key, nodes))
         group = None
         if gang is not None and gang.kind == POD_GROUP:
             group = self.view.custom.get(POD_GROUP, {}).get(gang.key)

@@ -12,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.kubectl.why import report
 from berth.scheduler import schedule_one
-from berth.scheduler.config import ConfigError, Profile, parse
+from berth.scheduler.config import ConfigError, Profile, load, parse
 from berth.scheduler.framework import CycleState
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.plugins.coscheduling import CoschedulingArgs
@@ -418,3 +418,8 @@ async def test_why_a_gang_waits_is_recorded_for_kubectl_berth_why() -> None:
     assert "Refused before any node was looked at, by Coscheduling:" in text
     assert "is waiting for quota for its 3 members: ElasticQuota default is more than Max" in text
     assert "room in the quota for the whole gang at once" in text
+
+
+def test_the_installed_profile_places_gangs() -> None:
+    installed = load(None).profiles[0]
+    assert framework(installed.model_dump(by_alias=True)).group is not None

@@ -423,3 +423,16 @@ async def test_why_a_gang_waits_is_recorded_for_kubectl_berth_why() -> None:
 def test_the_installed_profile_places_gangs() -> None:
     installed = load(None).profiles[0]
     assert framework(installed.model_dump(by_alias=True)).group is not None
+
+
+async def test_a_pod_naming_a_gang_in_both_schemes_is_told_which_decides() -> None:
+    raw = member("a", "train")
+    raw["metadata"]["annotations"] = koordinator_member("x", "other")["metadata"]["annotations"]
+    loop = gang_loop(node("n1", cpu="2"), raw, groups=(pod_group("train", 1),))
+    await drain(loop)
+    await drain(loop)
+    assert bound(loop) == {"a": "n1"}
+    assert loop.writer.events("GangScheme") == [
+        "the pod is a member of PodGroup default/train (label scheduling.x-k8s.io/pod-group); "
+        "its Koordinator gang other is not used"
+    ]

@@ -130,6 +130,8 @@ class Coscheduling(Plugin):
         # Gang key (namespace/name) -> uids of the pods labelled with it; uid -> its key.
         self._members: dict[str, set[str]] = {}
         self._gang_of: dict[str, str] = {}
+        # Pods told which of two gang schemes decides for them.
+        self._told: set[str] = set()
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
 
@@ -154,11 +156,14 @@ class Coscheduling(Plugin):
         if event != "DELETED" and key is not None:
             self._gang_of[pod.uid] = key
             self._members.setdefault(key, set()).add(pod.uid)
+        if event == "DELETED":
+            self._told.discard(pod.uid)
 
     def group_of(self, pod: PodInfo) -> GroupMembers | Wait | None:
         key = _gang_key(pod)
         if key is None or pod.reservation is not None:
             return None  # a Reservation is not a gang member (docs/gang.md)
+        self._tell_scheme(pod, key)
         view = self.handle.view
         pending: list[PodInfo] = []
         bound: list[PodInfo] = []
@@ -176,6 +181,23 @@ class Coscheduling(Plugin):
         if isinstance(gang, Wait):
             return gang
         return GroupMembers(gang, tuple(pending), tuple(bound))
+
+    def _tell_scheme(self, pod: PodInfo, key: str) -> None:
+        """A pod naming a gang in both schemes hears once which one decides."""
+        writer = self.handle.writer
+        if key.startswith(KOORDINATOR_KEY) or pod.uid in self._told or writer is None:
+            return
+        ignored = koordinator.gang_name(pod.labels, pod.annotations)
+        if ignored is None:
+            return
+        self._told.add(pod.uid)
+        writer.event(
+            pod.raw,
+            "Pod",
+            "GangScheme",
+            f"the pod is a member of PodGroup {key} (label {POD_GROUP_LABEL}); its "
+            f"Koordinator gang {ignored} is not used",
+        )
 
     def _gang(self, pod: PodInfo, key: str, members: list[PodInfo]) -> Gang | Wait:
         """The gang's facts: its PodGroup's, or Koordinator's annotations on its first

@@ -3,13 +3,14 @@ on one snapshot, backoff per gang and the reasons a person reads."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from berth.api.podgroup import PodGroup
 from berth.gang.backoff import GangBackoff
 from berth.gang.group import (
     Gang,
-    Member,
     WaitReason,
     demand,
     group_name,
@@ -23,8 +24,14 @@ from berth.gang.placement import Placed, Refused, place_all_or_nothing
 GANG = Gang("team", "train", 3)
 
 
-def member(name: str, cpu: int = 1000, *, bound: bool = False) -> Member:
-    return Member(f"uid-{name}", name, {"cpu": cpu, "pods": 1}, bound)
+@dataclass(frozen=True)
+class Member:
+    name: str
+    requests: dict[str, int]
+
+
+def member(name: str, cpu: int = 1000) -> Member:
+    return Member(name, {"cpu": cpu, "pods": 1})
 
 
 def test_a_podgroup_as_a_gang() -> None:
@@ -56,16 +63,18 @@ def test_a_gang_without_its_quorum_waits_and_says_how_many_exist() -> None:
 def test_the_quota_demand_is_the_members_needed_to_reach_min_member() -> None:
     pending = [member("a", 1000), member("b", 2000), member("c", 4000), member("d", 8000)]
     # Three are needed: the first three in placement order, the fourth is extra.
-    assert demand(GANG, pending, []) == {"cpu": 7000, "pods": 3}
+    asked = [m.requests for m in pending]
+    assert demand(GANG, asked, []) == {"cpu": 7000, "pods": 3}
     # One bound already: two more are needed.
-    assert demand(GANG, pending, [member("z", bound=True)]) == {"cpu": 3000, "pods": 2}
+    assert demand(GANG, asked, [member("z").requests]) == {"cpu": 3000, "pods": 2}
 
 
 def test_min_resources_raise_the_demand_less_what_bound_members_use() -> None:
     gang = Gang("team", "train", 2, {"cpu": 5000, "memory": 100})
     pending = [member("a", 1000), member("b", 1000)]
-    assert demand(gang, pending, []) == {"cpu": 5000, "pods": 2, "memory": 100}
-    assert demand(gang, pending[:1], [member("z", 3000, bound=True)]) == {
+    asked = [m.requests for m in pending]
+    assert demand(gang, asked, []) == {"cpu": 5000, "pods": 2, "memory": 100}
+    assert demand(gang, asked[:1], [member("z", 3000).requests]) == {
         "cpu": 2000,
         "pods": 1,
         "memory": 100,

@@ -62,16 +62,6 @@ class Gang:
         return Gang(meta.namespace or "", meta.name or "", group.quorum, resource_list(minimum))
 
 
-@dataclass(frozen=True)
-class Member:
-    """A member pod: its requests, and whether it is already on a node."""
-
-    uid: str
-    name: str
-    requests: Mapping[str, int]
-    bound: bool = False
-
-
 def group_name(labels: Mapping[str, str]) -> str | None:
     """The PodGroup a pod's labels name, if any."""
     return labels.get(POD_GROUP_LABEL) or None
@@ -92,16 +82,19 @@ def still_needed(gang: Gang, bound: int) -> int:
     return max(gang.min_member - bound, 0)
 
 
-def demand(gang: Gang, pending: Sequence[Member], bound: Sequence[Member]) -> Resources:
+def demand(
+    gang: Gang, pending: Sequence[Mapping[str, int]], bound: Sequence[Mapping[str, int]]
+) -> Resources:
     """What the gang asks of its quota as one entry: the requests of the pending members
     it needs to reach minMember (in the order they are placed), raised resource by
-    resource to what ``minResources`` still lacks once the bound members are counted."""
+    resource to what ``minResources`` still lacks once the bound members' requests are
+    counted."""
     total: Resources = {}
-    for member in pending[: still_needed(gang, len(bound))]:
-        add(total, member.requests)
+    for requests in pending[: still_needed(gang, len(bound))]:
+        add(total, requests)
     used: Resources = {}
-    for member in bound:
-        add(used, member.requests)
+    for requests in bound:
+        add(used, requests)
     for name, least in gang.min_resources.items():
         total[name] = max(total.get(name, 0), least - used.get(name, 0))
     return total

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from berth.api.podgroup import CRD
 from berth.gang.group import (
     Gang,
-    Member,
     Wait,
     WaitReason,
     demand,
@@ -77,7 +76,9 @@ def schedule_group(
     outcome = GroupOutcome(gang=gang, rejected_by=frozenset({plugin}))
     wait = group.before_placing(members, now)
     if wait is None:
-        asked = demand(gang, _members(members.pending), _members(members.bound))
+        asked = demand(
+            gang, [m.requests for m in members.pending], [m.requests for m in members.bound]
+        )
         refusal = fwk.run_admit_group(pod, asked)
         if not refusal.ok:
             wait = quota_wait(gang, refusal.message)
@@ -102,10 +103,6 @@ def _taken(
         if m.uid == pod.uid or (fwk.run_pre_enqueue(m).ok and queue.take(m.uid))
     )
     return replace(found, pending=pending)
-
-
-def _members(pods: tuple[PodInfo, ...]) -> list[Member]:
-    return [Member(p.uid, p.name, p.requests, bool(p.node_name)) for p in pods]
 
 
 def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait | None:
@@ -156,8 +153,5 @@ def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait |
     outcome.placed = [
         MemberPlacement(p.member, states[p.member.uid], p.node) for p in result.placed
     ]
-    placed_uids = {p.member.uid for p in result.placed}
-    outcome.waiting = [
-        (r.member, r.reason) for r in result.refused if r.member.uid not in placed_uids
-    ]
+    outcome.waiting = [(r.member, r.reason) for r in result.refused]
     return None

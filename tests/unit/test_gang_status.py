@@ -4,12 +4,14 @@ counts, and the Scheduled condition that says why a gang waits."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from berth.api.podgroup import PodGroupPhase
 from berth.gang.status import MemberSeen, desired, member_seen, phase
+from berth.kube.write import NotFound
+from berth.operators.podgroup import PodGroups
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -93,3 +95,39 @@ def test_member_seen_reads_the_pod() -> None:
         },
     }
     assert member_seen(pod) == MemberSeen("a", "Pending", True, ("team/job",), "why")
+
+
+class RecordingWriter:
+    def __init__(self, missing: bool = False) -> None:
+        self.patches: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.missing = missing
+
+    async def patch_status(
+        self, kind: Any, name: str, status: dict[str, Any], *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        if self.missing:
+            raise NotFound(status=404, reason="Not Found")
+        self.patches.append((name, namespace, status))
+        return {}
+
+
+def operator(writer: RecordingWriter, members: list[MemberSeen]) -> PodGroups:
+    groups = {"team/train": [group(2)]}
+    state = PodGroups(cast(Any, None), cast(Any, groups), cast(Any, {"team/train": members}))
+    state.writer = cast(Any, writer)
+    return state
+
+
+async def test_the_operator_writes_only_what_differs() -> None:
+    writer = RecordingWriter()
+    state = operator(writer, [seen("a", "Running", bound=True), seen("b", "Running", bound=True)])
+    assert await state.reconcile("team/train") is None
+    [(name, namespace, status)] = writer.patches
+    assert (name, namespace, status["phase"]) == ("train", "team", "Running")
+    assert await state.reconcile("team/gone") is None  # no such group: nothing written
+    assert len(writer.patches) == 1
+
+
+async def test_the_operator_lets_a_deleted_group_go() -> None:
+    state = operator(RecordingWriter(missing=True), [seen("a")])
+    assert await state.reconcile("team/train") is None

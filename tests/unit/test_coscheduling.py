@@ -436,3 +436,43 @@ async def test_a_pod_naming_a_gang_in_both_schemes_is_told_which_decides() -> No
         "the pod is a member of PodGroup default/train (label scheduling.x-k8s.io/pod-group); "
         "its Koordinator gang other is not used"
     ]
+
+
+async def test_a_failure_inside_the_group_cycle_takes_the_gang_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = gang_loop(
+        node("n1", cpu="4"), *(member(n, "train") for n in "abc"), groups=(pod_group("train", 3),)
+    )
+    cycle = loop.parts.profile().cycle
+    schedule = cycle.schedule
+
+    def broken_for_b(state: CycleState, pod: PodInfo) -> Any:
+        if pod.name == "b":
+            raise RuntimeError("a plugin's bug")
+        return schedule(state, pod)
+
+    monkeypatch.setattr(cycle, "schedule", broken_for_b)
+    await drain(loop)
+    assert bound(loop) == {}
+    assert loop.parts.view.assumed == {}
+    assert "b: the scheduler failed" in reasons(loop, "a")[0]
+    assert loop.queue.counts()["unschedulable"] == 3
+
+
+async def test_a_failure_before_placing_leaves_no_member_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = gang_loop(
+        node("n1", cpu="4"), *(member(n, "train") for n in "ab"), groups=(pod_group("train", 2),)
+    )
+    plugin = loop.parts.profile().framework.instances["Coscheduling"]
+
+    def broken(*_: Any) -> None:
+        raise RuntimeError("a plugin's bug")
+
+    monkeypatch.setattr(plugin, "before_placing", broken)
+    await drain(loop)
+    assert bound(loop) == {}
+    assert reasons(loop, "b") == ["PodGroup default/train: the scheduler failed"]
+    assert loop.queue.counts()["unschedulable"] == 2

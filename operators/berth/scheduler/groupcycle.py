@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from berth import log
 from berth.api.podgroup import CRD
 from berth.gang.group import (
     Gang,
@@ -26,7 +27,7 @@ from berth.gang.group import (
 )
 from berth.gang.placement import Placed, Refused, place_all_or_nothing
 from berth.scheduler.cycle import Cycle
-from berth.scheduler.framework import CycleState, GroupMembers
+from berth.scheduler.framework import CycleState, GroupMembers, GroupPlugin
 from berth.scheduler.messages import FitError
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
@@ -34,6 +35,8 @@ from berth.scheduler.runtime import Framework
 
 POD_GROUP = CRD.kind
 POD_GROUP_API = CRD.api_version
+
+logger = log.get(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,25 @@ def schedule_group(
     if all(m.uid != pod.uid for m in found.pending):
         return None  # not waiting as a member (being deleted): the single-pod cycle says so
     members = _taken(found, pod, queue, fwk)
+    try:
+        return _decide(cycle, group, members, pod, plugin, now)
+    except Exception:
+        # Every member taken must leave the attempt; with no plugin named, any cluster
+        # event brings them back.
+        logger.exception("gang attempt failed", namespace=pod.namespace, name=found.gang.name)
+        failed = [(m, f"{found.gang.title}: the scheduler failed") for m in members.pending]
+        return GroupOutcome(waiting=failed, gang=found.gang)
+
+
+def _decide(
+    cycle: Cycle,
+    group: GroupPlugin,
+    members: GroupMembers,
+    pod: PodInfo,
+    plugin: str,
+    now: float,
+) -> GroupOutcome:
+    fwk = cycle.framework
     gang = members.gang
     outcome = GroupOutcome(gang=gang, rejected_by=frozenset({plugin}))
     wait = group.before_placing(members, now)
@@ -119,6 +141,11 @@ def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait |
         except FitError as fit:
             plugins.update(fit.diagnosis.plugins)
             return Refused(member, str(fit))
+        except Exception:
+            logger.exception(
+                "member's attempt failed", namespace=member.namespace, name=member.name
+            )
+            return Refused(member, "the scheduler failed")
         view.assume(member, node)
         status = fwk.run_reserve(state, member, node)
         if not status.ok:

@@ -476,3 +476,22 @@ async def test_a_failure_before_placing_leaves_no_member_in_flight(
     assert bound(loop) == {}
     assert reasons(loop, "b") == ["PodGroup default/train: the scheduler failed"]
     assert loop.queue.counts()["unschedulable"] == 2
+
+
+async def test_a_gated_member_neither_counts_nor_is_placed() -> None:
+    gated = member("c", "train")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    loop = gang_loop(
+        node("n1", cpu="4"),
+        member("a", "train"),
+        member("b", "train"),
+        gated,
+        groups=(pod_group("train", 3),),
+    )
+    await drain(loop)
+    assert bound(loop) == {}
+    assert reasons(loop, "a") == [
+        "PodGroup default/train is waiting for members: 2 of 3 (minMember) exist, 1 more "
+        "held by scheduling gates"
+    ]
+    assert loop.queue.counts()["gated"] == 1

@@ -67,13 +67,16 @@ def group_name(labels: Mapping[str, str]) -> str | None:
     return labels.get(POD_GROUP_LABEL) or None
 
 
-def missing_members(gang: Gang, present: int) -> Wait | None:
-    """Fewer member pods than minMember exist: the gang waits for the others."""
+def missing_members(gang: Gang, present: int, gated: int = 0) -> Wait | None:
+    """Fewer member pods than minMember exist, scheduling-gated ones aside (as upstream,
+    a gated member does not count): the gang waits for the others."""
     if present >= gang.min_member:
         return None
+    held = f", {gated} more held by scheduling gates" if gated else ""
     return Wait(
         WaitReason.WAITING_FOR_MEMBERS,
-        f"{gang.title} is waiting for members: {present} of {gang.min_member} (minMember) exist",
+        f"{gang.title} is waiting for members: {present} of {gang.min_member} "
+        f"(minMember) exist{held}",
     )
 
 

@@ -300,6 +300,8 @@ class GroupMembers:
     gang: Gang
     pending: tuple[PodInfo, ...]
     bound: tuple[PodInfo, ...]
+    # Pending members held back by scheduling gates: neither counted nor placed.
+    gated: int = 0
 
 
 @runtime_checkable

@@ -119,12 +119,16 @@ def _taken(
 ) -> GroupMembers:
     """The gang with only the pending members this attempt holds: the pod itself and its
     queued siblings (a gated member neither counts nor is placed, as upstream)."""
-    pending = tuple(
-        m
-        for m in found.pending
-        if m.uid == pod.uid or (fwk.run_pre_enqueue(m).ok and queue.take(m.uid))
-    )
-    return replace(found, pending=pending)
+    pending: list[PodInfo] = []
+    gated = 0
+    for member in found.pending:
+        if member.uid == pod.uid:
+            pending.append(member)
+        elif not fwk.run_pre_enqueue(member).ok:
+            gated += 1
+        elif queue.take(member.uid):
+            pending.append(member)
+    return replace(found, pending=tuple(pending), gated=gated)
 
 
 def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait | None:

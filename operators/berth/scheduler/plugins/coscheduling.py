@@ -218,7 +218,7 @@ class Coscheduling(Plugin):
 
     def before_placing(self, members: GroupMembers, now: float) -> Wait | None:
         gang = members.gang
-        missing = missing_members(gang, len(members.pending) + len(members.bound))
+        missing = missing_members(gang, len(members.pending) + len(members.bound), members.gated)
         if missing is not None:
             return missing
         until = self.backoff.backed_off(gang.key, now)

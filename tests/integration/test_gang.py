@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from tests.integration.cluster import Nodes, Pods, only_these_quotas, pod_body
 from tests.integration.processes import BerthRun
-from tests.support import eventually
+from tests.support import REPO, eventually
 
 GROUP, VERSION, PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 LABEL = "scheduling.x-k8s.io/pod-group"
+EXAMPLE = REPO / "docs" / "examples" / "gang"
 DECIDED = 90.0  # a first decision, with `berth run` starting on a loaded machine
 
 
@@ -46,32 +48,11 @@ async def nodes(api: ApiClient, namespace: str) -> AsyncIterator[Nodes]:
 
 @pytest.fixture
 def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[BerthRun]:
-    """`berth run` with scheduler-plugins' Coscheduling and CapacityScheduling."""
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "podInitialBackoffSeconds": 0.5,
-        "podMaxBackoffSeconds": 2,
-        "profiles": [
-            {
-                "schedulerName": short(namespace),
-                "plugins": {
-                    "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
-                    "queueSort": {
-                        "enabled": [{"name": "Coscheduling"}],
-                        "disabled": [{"name": "*"}],
-                    },
-                    "preFilter": {"enabled": [{"name": "CapacityScheduling"}]},
-                    "postFilter": {
-                        "enabled": [{"name": "CapacityScheduling"}],
-                        "disabled": [{"name": "*"}],
-                    },
-                    "reserve": {"enabled": [{"name": "CapacityScheduling"}]},
-                },
-            }
-        ],
-    }
+    """`berth run` with docs/examples/gang/scheduler-config.yaml (scheduler-plugins'
+    Coscheduling beside CapacityScheduling) under a name of this test."""
+    config = yaml.safe_load((EXAMPLE / "scheduler-config.yaml").read_text())
+    config["profiles"][0]["schedulerName"] = short(namespace)
+    config.update(podInitialBackoffSeconds=0.5, podMaxBackoffSeconds=2)
     process = BerthRun.configured(kubeconfig_path, config, tmp_path)
     try:
         yield process

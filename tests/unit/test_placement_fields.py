@@ -7,6 +7,7 @@ import kubernetes.client
 import kubernetes_asyncio.client
 import pytest
 
+from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.placementfields import (
     HONOURED,
     NOT_PLACEMENT,
@@ -14,7 +15,7 @@ from berth.scheduler.plugins.placementfields import (
     REFUSED,
     UNPLACED_VOLUME_SOURCES,
 )
-from tests.unit.scheduler_fixtures import make_env, node, pod
+from tests.unit.scheduler_fixtures import info, make_env, node, pod
 
 
 def api_fields(model: str) -> set[str]:
@@ -122,4 +123,15 @@ def test_koordinators_podgroup_is_refused_by_name() -> None:
     raw = pod("p", "100m", labels={"pod-group.scheduling.sigs.k8s.io": "train"})
     assert "Berth does not serve Koordinator's PodGroup (scheduling.sigs.k8s.io)" in (
         env.message(raw)
+    )
+
+
+def test_a_reservation_naming_a_gang_is_refused_by_name() -> None:
+    env = make_env(node("n1"))
+    template = info(pod("r", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"}))
+    template.reservation = {"metadata": {"name": "r"}}
+    state = CycleState()
+    status = env.plugins.run_pre_filter(state, template)
+    assert status.message == (
+        "label scheduling.x-k8s.io/pod-group: a Reservation is not a gang member in Berth"
     )

@@ -127,6 +127,7 @@ KOORDINATOR_PODGROUP = (
 NO_COSCHEDULING = (
     "{keys}: profile {profile} has no Coscheduling plugin to place the pod with its gang"
 )
+RESERVATION_GANG = "{keys}: a Reservation is not a gang member in Berth"
 
 
 def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
@@ -135,14 +136,15 @@ def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
 
 
 def gang_refusals(pod: PodInfo, profile: str, grouping: bool) -> tuple[str, ...]:
-    """A gang Berth would place as single pods: any gang in a profile without Coscheduling,
-    or Koordinator's PodGroup."""
+    """A gang Berth would place as single pods: Koordinator's PodGroup, any gang in a
+    profile without Coscheduling, or a Reservation's template naming a gang."""
     found = [KOORDINATOR_PODGROUP] if koordinator.PODGROUP_LABEL in pod.labels else []
-    if not grouping:
-        keys = [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
-        keys += [f"annotation {k}" for k in pod.annotations if k.startswith(koordinator.PREFIX)]
-        if keys:
-            found.append(NO_COSCHEDULING.format(keys=", ".join(keys), profile=profile))
+    keys = [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
+    keys += [f"annotation {k}" for k in pod.annotations if k.startswith(koordinator.PREFIX)]
+    if keys and pod.reservation is not None:
+        found.append(RESERVATION_GANG.format(keys=", ".join(keys)))
+    elif keys and not grouping:
+        found.append(NO_COSCHEDULING.format(keys=", ".join(keys), profile=profile))
     return tuple(found)
 
 
@@ -153,8 +155,7 @@ class PlacementFields(Plugin):
         handle = self.handle
         grouping = handle.framework is not None and handle.framework.group is not None
         reasons = refusals(pod.raw.get("spec") or {})
-        if pod.reservation is None:
-            reasons += gang_refusals(pod, handle.profile, grouping)
+        reasons += gang_refusals(pod, handle.profile, grouping)
         if reasons:
             return unschedulable(self.name, *reasons, resolvable=False)
         return SUCCESS

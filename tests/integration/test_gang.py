@@ -3,7 +3,8 @@
 a gang that fits is bound whole and none of it before its quorum, one that does not fit
 has nothing bound and says why on every member, and of two gangs that each take 60 % of
 one ElasticQuota exactly one is placed whole while the other holds no quota and no
-capacity. A gang of Koordinator's annotations goes the same way.
+capacity. A gang of Koordinator's annotations goes the same way, and a large gang that
+cannot be placed does not keep a smaller one from its place.
 
 Each test adds kwok nodes labelled for it and its pods select them. Deadlines are sized
 for a loaded 2-core machine; a "nothing bound" check comes only after the events show
@@ -253,3 +254,24 @@ async def test_a_koordinator_gang_is_bound_whole_and_none_before_its_minimum(
     assert await pods.node_of("a") is None
     await pods.create(member("b"))
     assert await pods.wait_bound("a", within=DECIDED) == await pods.wait_bound("b")
+
+
+async def test_a_large_gang_that_cannot_be_placed_does_not_block_a_smaller_one(
+    api: ApiClient, namespace: str, nodes: Nodes, berth: BerthRun
+) -> None:
+    scheduler = short(namespace)
+    await nodes.add("n0", labels=mine(namespace), allocatable={"cpu": "3", "pods": "10"})
+    large = await Gang(api, namespace, "large", 4).create()
+    small = await Gang(api, namespace, "small", 2).create()
+    berth.start()
+    for i in range(4):
+        await large.add(str(i), scheduler)
+    for i in range(2):
+        await small.add(str(i), scheduler)
+
+    async def small_bound() -> bool:
+        return len(await small.bound()) == 2
+
+    await eventually(small_bound, DECIDED)
+    await large.says(large.members[0], "cannot be placed")
+    assert await large.bound() == []

@@ -54,7 +54,8 @@ from berth.scheduler.podinfo import PodInfo
 logger = log.get(__name__)
 
 NAME = "Coscheduling"
-# Koordinator's plugin of the same name takes these; its gangs are not Berth's yet.
+# Koordinator's plugin of the same name takes these; Berth's takes scheduler-plugins' args
+# (and reads Koordinator's gang annotations all the same).
 KOORDINATOR_ARGS = frozenset(
     {
         "defaultTimeout",
@@ -251,11 +252,11 @@ class Coscheduling(Plugin):
         if _gang_key(pod) is None or pod.reservation is not None:
             return SUCCESS
         if state.group is None:
-            return unschedulable(self.name, f"{pod.key} was not placed with its PodGroup")
+            return unschedulable(self.name, f"{pod.key} was not placed with its gang")
         placed, needed = state.group
         if placed < needed:
             return unschedulable(
-                self.name, f"{placed} of the {needed} members its PodGroup needs are placed"
+                self.name, f"{placed} of the {needed} members its gang needs are placed"
             )
         return SUCCESS
 

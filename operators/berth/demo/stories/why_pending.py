@@ -11,7 +11,14 @@ import sys
 from collections.abc import Iterator
 
 from berth.demo.console import Console, check, eventually
-from berth.demo.objects import Json, apply_made, events, pod, reported_cpu_percent
+from berth.demo.objects import (
+    apply_made,
+    elastic_quota,
+    events,
+    namespace,
+    pod,
+    reported_cpu_percent,
+)
 from berth.demo.story import Context, Story
 from berth.loadaware.args import THRESHOLDS_ANNOTATION
 
@@ -22,8 +29,12 @@ def play(ctx: Context) -> None:
     console = ctx.console
     node = ctx.agent_node
     try:
-        apply_made(console, _namespace(), f"Namespace {NAMESPACE}")
-        apply_made(console, _quota(), "ElasticQuota: min 1 cpu, max 2 cpu")
+        apply_made(console, namespace(NAMESPACE), f"Namespace {NAMESPACE}")
+        apply_made(
+            console,
+            elastic_quota("quota", NAMESPACE, "1", "2"),
+            "ElasticQuota: min 1 cpu, max 2 cpu",
+        )
         ctx.say("a pod asking 3 cpu in a namespace whose quota allows at most 2")
         apply_made(console, pod("over-quota", NAMESPACE, "3"), "Pod over-quota: 3 cpu")
         report = _why(ctx, console, "over-quota")
@@ -76,19 +87,6 @@ def _why(ctx: Context, console: Console, name: str) -> str:
     return console.show_plugin(
         "berth", "why", name, "-n", NAMESPACE, "--scheduler-url", ctx.scheduler_url
     )
-
-
-def _namespace() -> Json:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-
-
-def _quota() -> Json:
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": "quota", "namespace": NAMESPACE},
-        "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
-    }
 
 
 STORY = Story("g", "why is my pod pending? (kubectl berth why)", play)

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import kubernetes
 import pytest
-from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
 from kubetest.client import TestClient
 from kubetest.manager import KubetestManager
 
@@ -148,6 +148,18 @@ async def api(kubeconfig_path: str) -> AsyncIterator[ApiClient]:
 def namespace(kube: TestClient) -> str:
     """A fresh namespace for this test, created and deleted by kubetest."""
     return str(kube.namespace)
+
+
+@pytest.fixture
+async def second_namespace(api: ApiClient, namespace: str) -> AsyncIterator[str]:
+    """Another namespace for this test, deleted after it."""
+    core = CoreV1Api(api)
+    name = f"{namespace[:50]}-b"
+    await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await core.delete_namespace(name)
 
 
 @pytest.fixture(scope="session")

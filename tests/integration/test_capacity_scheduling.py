@@ -33,17 +33,6 @@ def documents(name: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-async def second_namespace(api: ApiClient, namespace: str) -> AsyncIterator[str]:
-    core = CoreV1Api(api)
-    name = f"{namespace[:50]}-b"
-    await core.create_namespace({"metadata": {"name": name}})
-    try:
-        yield name
-    finally:
-        await core.delete_namespace(name)
-
-
-@pytest.fixture
 async def gpu_nodes(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
     """The walk-through's two 5-GPU nodes, under names of this test."""
     nodes = Nodes(api, short(namespace))

@@ -45,6 +45,7 @@ STORY_TESTS: dict[str, str] = {
     "migration/job.yaml": "test_migration.py",
     "migration/evict-directly.yaml": "test_migration.py",
     "migration/web.yaml": "test_migration.py",
+    "gang/scheduler-config.yaml": "test_gang.py",
 }
 
 

@@ -26,6 +26,7 @@ def test_crds_become_established(installed: Kubectl) -> None:
         "nodemetrics.slo.koordinator.sh",
         "noderesourcetopologies.topology.node.k8s.io",
         "podmigrationjobs.scheduling.koordinator.sh",
+        "podgroups.scheduling.x-k8s.io",
     )
     out = installed(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names)
@@ -169,6 +170,16 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
             True,
         ),
         (CONTROLLER, "create", "podmigrationjobs", {"group": "scheduling.koordinator.sh"}, True),
+        # PodGroups: watched by the scheduler, their status written by the operator.
+        (CONTROLLER, "watch", "podgroups", {"group": "scheduling.x-k8s.io"}, True),
+        (
+            CONTROLLER,
+            "patch",
+            "podgroups",
+            {"group": "scheduling.x-k8s.io", "subresource": "status"},
+            True,
+        ),
+        (CONTROLLER, "patch", "podgroups", {"group": "scheduling.x-k8s.io"}, False),
     ],
 )
 async def test_rbac_is_least_privilege(

@@ -226,6 +226,14 @@ def test_printer_columns_asked_for() -> None:
         ".status.nodeMetric.nodeUsage.resources.cpu",
         ".status.nodeMetric.nodeUsage.resources.memory",
     }
+    assert columns["PodGroup"][:6] == [
+        ("Phase", ".status.phase"),
+        ("MinMember", ".spec.minMember"),
+        ("Running", ".status.running"),
+        ("Succeeded", ".status.succeeded"),
+        ("Failed", ".status.failed"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
     assert columns["NodeResourceTopology"][0] == (
         "Policy",
         '.attributes[?(@.name=="topologyManagerPolicy")].value',
@@ -263,6 +271,7 @@ def test_printer_columns_asked_for() -> None:
             "Cluster",
             ["nrt", "node-res-topo"],
         ),
+        ("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", "Namespaced", ["pg", "pgs"]),
     ],
 )
 def test_names_and_scope(
@@ -483,6 +492,23 @@ def test_wire_field_names() -> None:
     }
     resource = node_at(nrt, ".zones[*].resources[*]")
     assert resource["required"] == ["name", "capacity", "allocatable", "available"]
+    pg = schema_of(by_kind("PodGroup"))
+    assert set(node_at(pg, ".spec")["properties"]) == {
+        "minMember",
+        "minResources",
+        "scheduleTimeoutSeconds",
+    }
+    assert node_at(pg, ".spec.minMember")["minimum"] == 1
+    # scheduler-plugins' status, and Berth's conditions saying why a gang waits.
+    assert set(node_at(pg, ".status")["properties"]) == {
+        "phase",
+        "occupiedBy",
+        "running",
+        "succeeded",
+        "failed",
+        "scheduleStartTime",
+        "conditions",
+    }
 
 
 # --- the generator refuses what it cannot express ----------------------------------------------

@@ -690,13 +690,14 @@ def test_toleration(toleration: dict[str, Any], tolerated: bool) -> None:
     assert Toleration.model_validate(toleration).tolerates(TAINT) is tolerated
 
 
-def test_registry_lists_the_four_kinds() -> None:
+def test_registry_lists_the_kinds() -> None:
     assert [k.kind for k in KINDS] == [
         "Reservation",
         "ElasticQuota",
         "NodeMetric",
         "NodeResourceTopology",
         "PodMigrationJob",
+        "PodGroup",
     ]
     assert by_kind("rsv").model is Reservation
     assert by_kind("ElasticQuota").plural == "elasticquotas"

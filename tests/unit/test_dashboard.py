@@ -82,6 +82,8 @@ def test_every_panel_queries_metrics_berth_exports() -> None:
         "berth_nodemetric_report_age_seconds",
         "berth_numa_pending_ledger_nodes",
         "scheduler_unschedulable_pods",
+        "scheduler_podgroup_schedule_attempts_total",
+        "scheduler_podgroup_scheduling_attempt_duration_seconds_bucket",
     ],
 )
 def test_the_dashboard_covers_throughput_latency_queues_and_each_feature(wanted: str) -> None:

@@ -130,7 +130,7 @@ def test_the_demos_descheduler_balances_only_the_migration_storys_nodes_and_quic
 
 
 def test_the_stories_are_the_design_documents_and_why_pending_in_order() -> None:
-    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+    assert [s.key for s in STORIES] == ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
 
 
 def test_the_demo_needs_three_nodes(capsys: pytest.CaptureFixture[str]) -> None:

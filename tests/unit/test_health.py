@@ -41,6 +41,18 @@ KUBE_SCHEDULER = {
         {"attempts"},
         kube_scheduler_buckets(0.01, 2, 20),
     ),
+    # kube-scheduler 1.36's pod group cycle (GenericWorkload).
+    "scheduler_podgroup_schedule_attempts": ("counter", {"result", "profile"}, None),
+    "scheduler_podgroup_scheduling_attempt_duration_seconds": (
+        "histogram",
+        {"result", "profile"},
+        kube_scheduler_buckets(0.001, 2, 15),
+    ),
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds": (
+        "histogram",
+        set(),
+        kube_scheduler_buckets(0.001, 2, 15),
+    ),
 }
 
 
@@ -83,6 +95,7 @@ def observed_metrics() -> SchedulerMetrics:
     metrics.observe_preemption(None)
     metrics.observe_scheduled(attempts=2, seconds=1.5)
     metrics.observe_scheduled(attempts=40, seconds=120.0)
+    metrics.observe_group_attempt("scheduled", PROFILE, 0.01, 0.005)
     return metrics
 
 

@@ -7,6 +7,7 @@ import kubernetes.client
 import kubernetes_asyncio.client
 import pytest
 
+from berth.scheduler.framework import CycleState
 from berth.scheduler.plugins.placementfields import (
     HONOURED,
     NOT_PLACEMENT,
@@ -14,7 +15,7 @@ from berth.scheduler.plugins.placementfields import (
     REFUSED,
     UNPLACED_VOLUME_SOURCES,
 )
-from tests.unit.scheduler_fixtures import make_env, node, pod
+from tests.unit.scheduler_fixtures import info, make_env, node, pod
 
 
 def api_fields(model: str) -> set[str]:
@@ -93,3 +94,44 @@ def test_volumes_without_placement_effect_are_fine() -> None:
         {"name": "token", "projected": {"sources": []}},
     ]
     assert env.node_for(raw) == "n1"
+
+
+def test_gang_keys_in_a_profile_without_coscheduling_are_refused_by_name() -> None:
+    env = make_env(node("n1"))
+    raw = pod("p", "100m")
+    raw["metadata"]["annotations"] = {
+        "gang.scheduling.koordinator.sh/name": "train",
+        "gang.scheduling.koordinator.sh/min-available": "3",
+    }
+    assert env.message(raw) == (
+        "0/1 nodes are available: annotation gang.scheduling.koordinator.sh/name, annotation "
+        "gang.scheduling.koordinator.sh/min-available: profile berth-scheduler has no "
+        "Coscheduling plugin to place the pod with its gang."
+    )
+    labelled = pod("q", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"})
+    assert env.message(labelled) == (
+        "0/1 nodes are available: label scheduling.x-k8s.io/pod-group: profile "
+        "berth-scheduler has no Coscheduling plugin to place the pod with its gang."
+    )
+
+
+def test_koordinators_podgroup_is_refused_by_name() -> None:
+    env = make_env(
+        node("n1"),
+        profile={"plugins": {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}}},
+    )
+    raw = pod("p", "100m", labels={"pod-group.scheduling.sigs.k8s.io": "train"})
+    assert "Berth does not serve Koordinator's PodGroup (scheduling.sigs.k8s.io)" in (
+        env.message(raw)
+    )
+
+
+def test_a_reservation_naming_a_gang_is_refused_by_name() -> None:
+    env = make_env(node("n1"))
+    template = info(pod("r", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"}))
+    template.reservation = {"metadata": {"name": "r"}}
+    state = CycleState()
+    status = env.plugins.run_pre_filter(state, template)
+    assert status.message == (
+        "label scheduling.x-k8s.io/pod-group: a Reservation is not a gang member in Berth"
+    )

@@ -383,3 +383,21 @@ async def test_requeue_moves_only_the_named_unschedulable_pods(
     assert queue.requeue(frozenset({pending("a").uid, "unknown"})) == 1
     assert (await pop_now(queue)).name == "a"
     assert queue.counts() == empty_counts(unschedulable=1)
+
+
+async def test_a_pod_taken_with_its_gang_is_in_flight_as_if_popped(
+    queue: SchedulingQueue,
+) -> None:
+    popped, waiting, gated = pending("a"), pending("b"), pending("c")
+    queue.add(popped)
+    queue.add(waiting)
+    queue.add(gated, gated=True)
+    assert await pop_now(queue) is popped
+    assert queue.take(waiting.uid)
+    assert queue.take(gated.uid)
+    assert not queue.take(waiting.uid)  # already in flight
+    assert not queue.take("unknown")
+    assert queue.counts() == empty_counts()
+    queue.unschedulable(waiting)
+    queue.done(gated.uid)
+    assert queue.counts() == empty_counts(unschedulable=1)

@@ -251,6 +251,9 @@ def test_plugin_without_the_point_is_an_error() -> None:
 def test_queue_sort_other_than_priority_sort_is_an_error() -> None:
     assert resolved(plugins_at("queueSort", enabled=[{"name": "PrioritySort"}]))
     with pytest.raises(ConfigError, match="PrioritySort"):
+        resolved(plugins_at("queueSort", enabled=[{"name": "NodeName"}]))
+    # Coscheduling's queue sort is the group cycle's: only with the plugin enabled.
+    with pytest.raises(ConfigError, match="Coscheduling does its queueSort work"):
         resolved(plugins_at("queueSort", enabled=[{"name": "Coscheduling"}]))
 
 
@@ -505,8 +508,8 @@ def test_a_point_the_upstream_plugin_lacks_is_refused() -> None:
 
 def test_an_unknown_plugin_at_any_point_is_named() -> None:
     for point in ("preScore", "permit", "postBind"):
-        with pytest.raises(ConfigError, match="Coscheduling"):
-            resolved(enabled_at(point, name="Coscheduling"))
+        with pytest.raises(ConfigError, match="Trimaran"):
+            resolved(enabled_at(point, name="Trimaran"))
 
 
 def test_a_plugin_enabled_only_at_a_folded_point_is_refused() -> None:

@@ -86,8 +86,8 @@ def args_of(plugin: str, **args: Any) -> Json:
             "pluginConfig[0]); merge their args into one",
         ),
         (
-            in_profile(pluginConfig=[{"name": "Coscheduling", "args": {}}]),
-            "profiles[0].pluginConfig[0].name: Berth has no plugin 'Coscheduling'; known "
+            in_profile(pluginConfig=[{"name": "NodeNUMAResource", "args": {}}]),
+            "profiles[0].pluginConfig[0].name: Berth has no plugin 'NodeNUMAResource'; known "
             "plugins: " + ", ".join(sorted(ARGS)),
         ),
         (
@@ -220,6 +220,11 @@ HONOURED: dict[str, Json] = {
         **ELASTIC_QUOTA_HONOURED,
     },
     "ElasticQuota": ELASTIC_QUOTA_HONOURED,
+    "Coscheduling": {
+        "permitWaitingTimeSeconds": 60,
+        "podGroupBackoffSeconds": 10,
+        "podGroupRejectPercentage": 10,
+    },
     "NodeResourceTopologyMatch": {
         "scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}]},
         "cacheResyncPeriodSeconds": 5,
@@ -278,6 +283,14 @@ REFUSED: dict[str, dict[str, Any]] = {
         "allowCustomizeEstimation": True,
         "prodUsageIncludeSys": True,
         "supportedResources": ["cpu"],
+    },
+    "Coscheduling": {
+        "defaultTimeout": "600s",
+        "controllerWorkers": 1,
+        "skipCheckScheduleCycle": True,
+        "enablePreemption": True,
+        "awareNetworkTopology": True,
+        "defaultMatchPolicy": "once-satisfied",
     },
     "Reservation": {
         "minCandidateNodesPercentage": 10,

@@ -9,6 +9,7 @@ from berth.api import (
     elasticquota,
     nodemetric,
     noderesourcetopology,
+    podgroup,
     podmigrationjob,
     reservation,
 )
@@ -22,6 +23,7 @@ KINDS: Final[tuple[CustomResource, ...]] = (
     nodemetric.CRD,
     noderesourcetopology.CRD,
     podmigrationjob.CRD,
+    podgroup.CRD,
 )
 
 

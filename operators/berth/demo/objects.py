@@ -143,6 +143,19 @@ def pod(name: str, namespace: str, cpu_request: str, **spec: Any) -> Json:
     }
 
 
+def namespace(name: str) -> Json:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def elastic_quota(name: str, in_namespace: str, cpu_min: str, cpu_max: str) -> Json:
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": in_namespace},
+        "spec": {"min": {"cpu": cpu_min}, "max": {"cpu": cpu_max}},
+    }
+
+
 def priority_class(name: str, value: int, description: str) -> Json:
     return {
         "apiVersion": "scheduling.k8s.io/v1",

@@ -17,6 +17,7 @@ from berth.operators.registry import REGISTRY
 OPERATOR_MODULES: tuple[str, ...] = (
     "berth.operators.elasticquota",
     "berth.operators.nodemetric",
+    "berth.operators.podgroup",
     "berth.operators.podmigrationjob",
     "berth.operators.reservation",
 )

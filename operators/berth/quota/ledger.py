@@ -33,12 +33,16 @@ class Rejection:
     quota: Quota
     excess: Excess
 
-    def message(self, pod_key: str) -> str:
+    def cause(self) -> str:
+        """Which limit, and the numbers that show the shortfall."""
         if self.reason == OVER_MAX:
             head = f"ElasticQuota {self.quota.namespace} is more than Max"
         else:
             head = "total ElasticQuota used is more than Min"
-        return f"Pod {pod_key} is rejected because {head} ({self.excess.describe()})"
+        return f"{head} ({self.excess.describe()})"
+
+    def message(self, pod_key: str) -> str:
+        return f"Pod {pod_key} is rejected because {self.cause()}"
 
 
 @dataclass

@@ -158,6 +158,28 @@ ARGS: dict[str, ArgsType] = {
     "CapacityScheduling": ArgsType(
         "CapacitySchedulingArgs", {**PREEMPTION, "kubeConfigPath": LEAF, **ELASTIC_QUOTA}
     ),
+    "Coscheduling": ArgsType(
+        "CoschedulingArgs",
+        {
+            "permitWaitingTimeSeconds": LEAF,
+            "podGroupBackoffSeconds": LEAF,
+            "podGroupRejectPercentage": LEAF,
+            **{
+                name: Field(
+                    refused="Koordinator's Coscheduling argument; Berth's Coscheduling is "
+                    "scheduler-plugins' (docs/gang.md)"
+                )
+                for name in (
+                    "defaultTimeout",
+                    "controllerWorkers",
+                    "skipCheckScheduleCycle",
+                    "enablePreemption",
+                    "awareNetworkTopology",
+                    "defaultMatchPolicy",
+                )
+            },
+        },
+    ),
     "NodeResourceTopologyMatch": ArgsType(
         "NodeResourceTopologyMatchArgs",
         {

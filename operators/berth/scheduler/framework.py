@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from berth.gang.group import Gang, Wait
+from berth.podresources import Resources
 from berth.scheduler.clusterevents import ClusterEventWithHint
 from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -118,6 +120,9 @@ class CycleState:
     # Rows PreFilter plugins limited the attempt to, and which plugins did.
     node_subset: Mask | None = None
     node_subset_by: tuple[str, ...] = ()
+    # The group cycle's count for a gang member: members placed together, and how many
+    # the gang needs (None outside a group cycle).
+    group: tuple[int, int] | None = None
 
     def limit_nodes(self, rows: Mask, plugin: str) -> None:
         self.node_subset = rows if self.node_subset is None else self.node_subset & rows
@@ -134,6 +139,11 @@ class Runner(Protocol):
     def run_remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
 
     async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+    @property
+    def group(self) -> GroupPlugin | None:
+        """The profile's plugin that makes pods into gangs, if any."""
+        ...
 
 
 @dataclass
@@ -278,6 +288,55 @@ class ReservePlugin(Protocol):
 
 
 @runtime_checkable
+class PermitPlugin(Protocol):
+    """Permit, the last word before binding. Berth's answers at once, never Wait: a gang is
+    decided whole on one snapshot (the group cycle) before its members reach Permit."""
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
+
+
+@dataclass(frozen=True)
+class GroupMembers:
+    """A gang as the group cycle takes it: the PodGroup's facts, its pending members in
+    the order they are placed, and its members already on a node."""
+
+    gang: Gang
+    pending: tuple[PodInfo, ...]
+    bound: tuple[PodInfo, ...]
+    # Pending members held back by scheduling gates: neither counted nor placed.
+    gated: int = 0
+
+
+@runtime_checkable
+class GroupPlugin(Protocol):
+    """A plugin that makes pods into gangs, scheduled together by the group cycle
+    (Berth's, as kube-scheduler 1.36's PodGroup cycle): which gang a pod belongs to and
+    whether the gang may be tried now."""
+
+    def group_of(self, pod: PodInfo) -> GroupMembers | Wait | None:
+        """The pod's gang; a Wait when the pod names a gang that cannot be tried (its
+        PodGroup missing); None for a pod of no gang."""
+        ...
+
+    def before_placing(self, members: GroupMembers, now: float) -> Wait | None:
+        """Why the gang cannot be tried now (its quorum missing, backed off, too big for
+        the cluster), or None."""
+        ...
+
+    def group_done(self, members: GroupMembers, placed: bool, now: float) -> None:
+        """The attempt's outcome: a gang not placed backs off."""
+        ...
+
+
+@runtime_checkable
+class GroupQuotaPlugin(Protocol):
+    """A plugin that checks a gang's whole demand against a quota before any member is
+    placed (Berth's): a refusal names the quota and the shortfall."""
+
+    def admit_group(self, pod: PodInfo, request: Resources) -> Status: ...
+
+
+@runtime_checkable
 class PreBindPlugin(Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 
@@ -294,11 +353,10 @@ EXTENSION_POINTS: dict[str, type] = {
     "postFilter": PostFilterPlugin,
     "score": ScorePlugin,
     "reserve": ReservePlugin,
+    "permit": PermitPlugin,
     "preBind": PreBindPlugin,
     "bind": BindPlugin,
 }
 # Extension points kube-scheduler has and Berth accepts in configuration, with no plugin
 # of Berth's implementing them (queueSort is PrioritySort, built into the queue).
-ACCEPTED_POINTS = frozenset(
-    {"multiPoint", "queueSort", "preScore", "permit", "postBind", *EXTENSION_POINTS}
-)
+ACCEPTED_POINTS = frozenset({"multiPoint", "queueSort", "preScore", "postBind", *EXTENSION_POINTS})

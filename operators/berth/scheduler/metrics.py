@@ -97,6 +97,27 @@ class SchedulerMetrics:
             buckets=VICTIM_BUCKETS,
             registry=self.registry,
         )
+        self.podgroup_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts_total",
+            "Attempts to place a pod group (a gang) whole: 'scheduled' when at least its "
+            "minMember were placed together, 'unschedulable' when the gang waits.",
+            ["result", "profile"],
+            registry=self.registry,
+        )
+        self.podgroup_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Seconds one attempt to place a pod group took, its members' binding aside.",
+            ["result", "profile"],
+            buckets=ATTEMPT_BUCKETS,
+            registry=self.registry,
+        )
+        self.podgroup_algorithm_duration = Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "Seconds the group cycle took to decide a pod group: quorum, quota, and placing "
+            "its members on one snapshot.",
+            buckets=ATTEMPT_BUCKETS,
+            registry=self.registry,
+        )
         # Berth's own, registered by ``watch`` with the feature metrics.
         self.periodic_retries: Counter | None = None
         self.watch_delay: Histogram | None = None
@@ -115,6 +136,7 @@ class SchedulerMetrics:
         for profile in profiles:
             for result in ATTEMPT_RESULTS:
                 self.schedule_attempts.labels(result=result, profile=profile)
+                self.podgroup_attempts.labels(result=result, profile=profile)
 
     def observe_attempt(self, result: str, profile: str, seconds: float) -> None:
         """Count one scheduling attempt of a pod and record how long it took."""
@@ -122,6 +144,16 @@ class SchedulerMetrics:
             raise ValueError(f"result must be one of {ATTEMPT_RESULTS}, not {result!r}")
         self.schedule_attempts.labels(result=result, profile=profile).inc()
         self.attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    def observe_group_attempt(
+        self, result: str, profile: str, seconds: float, algorithm: float
+    ) -> None:
+        """Count one attempt to place a pod group, with how long it and its decision took."""
+        if result not in ATTEMPT_RESULTS:
+            raise ValueError(f"result must be one of {ATTEMPT_RESULTS}, not {result!r}")
+        self.podgroup_attempts.labels(result=result, profile=profile).inc()
+        self.podgroup_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+        self.podgroup_algorithm_duration.observe(algorithm)
 
     def set_pending(self, queue: str, count: int) -> None:
         """Set how many pods wait in one of the scheduling queues."""

@@ -140,6 +140,16 @@ class SchedulingQueue:
         self._in_flight_events.pop(uid, None)
         self._entries.pop(uid, None)
 
+    def take(self, uid: str) -> bool:
+        """A queued pod taken along with the one popped (its gang, decided together): in
+        flight as if popped; False when it is not waiting here."""
+        if uid not in self._entries or uid in self._in_flight:
+            return False
+        self._drop_from_areas(uid)
+        self._gated.discard(uid)
+        self._in_flight.add(uid)
+        return True
+
     def unschedulable(self, pod: PodInfo, rejected_by: frozenset[str] = frozenset()) -> None:
         """No node fit. Waits for a helpful event, unless one that may help it, rejected as
         it was, came while it was in flight (kube-scheduler's in-flight events)."""

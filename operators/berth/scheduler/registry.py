@@ -17,6 +17,7 @@ from berth.scheduler.plugins.capacityscheduling import (
     CapacityScheduling,
     ElasticQuota,
 )
+from berth.scheduler.plugins.coscheduling import Coscheduling
 from berth.scheduler.plugins.defaultbinder import DefaultBinder
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
 from berth.scheduler.plugins.imagelocality import ImageLocality
@@ -70,6 +71,7 @@ PLUGINS: dict[str, type[Plugin]] = {
         LoadAwareScheduling,
         NodeResourceTopologyMatch,
         Reservation,
+        Coscheduling,
     )
 }
 # The queue orders pods itself (priority, then creation time): PrioritySort is accepted.
@@ -127,6 +129,10 @@ FOLDED_POINTS: dict[str, frozenset[str]] = {
     "NodeResourcesFit": frozenset({"preFilter", "preScore"}),
     "NodeResourcesBalancedAllocation": frozenset({"preScore"}),
     "NodePorts": frozenset({"preFilter"}),
+    # scheduler-plugins: the group cycle takes a gang's members together (what its queue
+    # sort is for), checks the quorum and minResources before placing (preFilter), and
+    # leaves no member waiting to reject or unreserve (postFilter, reserve).
+    "Coscheduling": frozenset({"queueSort", "preFilter", "postFilter", "reserve"}),
 }
 
 
@@ -218,7 +224,7 @@ def build(
     where = f"profile {profile.scheduler_name!r}"
     multi = _merge(list(DEFAULTS), profile.plugins.multi_point, f"{where} multiPoint")
     for ref in profile.plugins.queue_sort.enabled:
-        if ref.name != QUEUE_SORT:
+        if ref.name != QUEUE_SORT and not _folded(ref.name, "queueSort"):
             raise ConfigError(f"{where} queueSort: only {QUEUE_SORT} is supported")
     handle = Handle(view, reservations, profile.scheduler_name, writer)
     percentage = profile.percentage_of_nodes_to_score
@@ -248,7 +254,7 @@ def build(
             plugins.append(_instance(framework, ref.name, profile, handle))
             if point == "score":
                 framework.weights[ref.name] = ref.weight or 1  # as kube-scheduler: 0 is 1
-    for point, custom in customs.items():
+    for point, custom in {**customs, "queueSort": profile.plugins.queue_sort}.items():
         _check_folded(framework, point, custom, f"{where} {point}")
     if set(framework.instances) >= QUOTA_PLUGINS:
         raise ConfigError(

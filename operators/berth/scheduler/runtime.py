@@ -10,6 +10,7 @@ rolled back. The rules are kube-scheduler's:
 - PostFilter: in order until one nominates a node.
 - Score: each plugin's 0..100, times its weight, summed.
 - Reserve: in order; when one fails, every Reserve plugin's Unreserve runs, in reverse.
+- Permit: in order until one refuses (Berth's Permit never waits: see the group cycle).
 - PreBind: in order until one fails. Bind: the first plugin that does not Skip.
 """
 
@@ -30,8 +31,11 @@ from berth.scheduler.framework import (
     Diagnosis,
     EvictionGuardPlugin,
     FilterPlugin,
+    GroupPlugin,
+    GroupQuotaPlugin,
     Handle,
     PeriodicPlugin,
+    PermitPlugin,
     Plugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -63,6 +67,7 @@ class Framework:
     post_filter: list[PostFilterPlugin] = field(default_factory=list)
     score: list[ScorePlugin] = field(default_factory=list)
     reserve: list[ReservePlugin] = field(default_factory=list)
+    permit: list[PermitPlugin] = field(default_factory=list)
     pre_bind: list[PreBindPlugin] = field(default_factory=list)
     bind: list[BindPlugin] = field(default_factory=list)
     weights: dict[str, int] = field(default_factory=dict)
@@ -89,6 +94,11 @@ class Framework:
     def queue_share(self, pod: PodInfo) -> float:
         """The pod's fair share in the queue: the largest its plugins give (0: none do)."""
         return max((p.queue_share(pod) for p in self._queue_share), default=0.0)
+
+    @cached_property
+    def group(self) -> GroupPlugin | None:
+        """The plugin that makes pods into gangs, if the profile has one."""
+        return next((p for p in self.instances.values() if isinstance(p, GroupPlugin)), None)
 
     def periodic(self) -> list[PeriodicPlugin]:
         return [p for p in self.instances.values() if isinstance(p, PeriodicPlugin)]
@@ -271,6 +281,23 @@ class Framework:
         """Every Reserve plugin's Unreserve, in reverse order (each must be idempotent)."""
         for plugin in reversed(self.reserve):
             plugin.unreserve(state, pod, node)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Every Permit plugin, in order, until one refuses."""
+        for plugin in self.permit:
+            status = plugin.permit(state, pod, node)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    def run_admit_group(self, pod: PodInfo, request: Resources) -> Status:
+        """A gang's whole demand against every quota plugin, until one refuses."""
+        for plugin in self.instances.values():
+            if isinstance(plugin, GroupQuotaPlugin):
+                status = plugin.admit_group(pod, request)
+                if not status.ok:
+                    return status
+        return SUCCESS
 
     async def run_before_eviction(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Every enabled plugin's ``before_eviction``, in profile order, until one fails."""

@@ -20,9 +20,10 @@ from typing import Any
 from berth import log
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.decisions.ledger import DecisionLedger
-from berth.scheduler.decisions.record import of_attempt
+from berth.scheduler.decisions.record import of_attempt, of_gang
 from berth.scheduler.eventhandlers import EventHandlers
-from berth.scheduler.framework import CycleState, PostFilterResult
+from berth.scheduler.framework import CycleState, PostFilterResult, Status
+from berth.scheduler.groupcycle import POD_GROUP, POD_GROUP_API, GroupOutcome, schedule_group
 from berth.scheduler.messages import FitError, fit_message
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.placement import ReservationPlacement
@@ -33,6 +34,9 @@ from berth.scheduler.view import ClusterView
 from berth.scheduler.writer import Writer
 
 logger = log.get(__name__)
+
+# Seconds before each new try of a gang member's failed binding, on the node it holds.
+GANG_BIND_RETRIES = (0.5, 1.0, 2.0)
 
 
 @dataclass
@@ -67,6 +71,11 @@ class ScheduleOne:
         fwk = profile.framework
         state = CycleState()
         started = time.perf_counter()
+        if fwk.group is not None:
+            outcome = schedule_group(profile.cycle, self.queue, current, time.time())
+            if outcome is not None:
+                self.group_decided(fwk, outcome, started, time.perf_counter() - started)
+                return
         try:
             placement = profile.cycle.schedule(state, current)
         except FitError as fit:
@@ -82,9 +91,13 @@ class ScheduleOne:
         node = placement.node
         self.view.assume(current, node)
         status = fwk.run_reserve(state, current, node)
+        if status.ok:
+            status = fwk.run_permit(state, current, node)
+            if not status.ok:
+                fwk.run_unreserve(state, current, node)
         if not status.ok:
             logger.warning(
-                "reserve failed",
+                "reserve or permit refused",
                 namespace=current.namespace,
                 name=current.name,
                 node=node,
@@ -97,12 +110,66 @@ class ScheduleOne:
         self._record("scheduled", started, fwk)
         self._spawn(self.binding_cycle(fwk, state, current, node))
 
+    def group_decided(
+        self, fwk: Framework, outcome: GroupOutcome, started: float, algorithm: float
+    ) -> None:
+        """A gang decided whole: its placed members bind together, the others wait for an
+        event that may help, each saying why (and the PodGroup too)."""
+        for placed in outcome.placed:
+            self._spawn(self.binding_cycle(fwk, placed.state, placed.pod, placed.node))
+        gang = outcome.gang
+        for pod, message in outcome.waiting:
+            self.queue.unschedulable(pod, outcome.rejected_by)
+            self._spawn(self._report_unschedulable(pod, message, False))
+            if outcome.wait is not None:
+                key = gang.title if gang is not None else ""
+                nodes = self.view.nodes.count
+                self.decisions.record(of_gang(fwk.name, pod, outcome.wait, key, nodes))
+        group = None
+        if gang is not None and gang.kind == POD_GROUP:
+            group = self.view.custom.get(POD_GROUP, {}).get(gang.key)
+        if outcome.wait is not None and group is not None:
+            self.writer.event(
+                group,
+                POD_GROUP,
+                outcome.wait.reason,
+                outcome.wait.message,
+                warning=True,
+                api_version=POD_GROUP_API,
+            )
+        if self.metrics is not None:
+            self.metrics.observe_group_attempt(
+                "scheduled" if outcome.placed else "unschedulable",
+                fwk.name,
+                time.perf_counter() - started,
+                algorithm,
+            )
+        logger.info(
+            "gang placed" if outcome.placed else "gang waits",
+            namespace=gang.namespace if gang is not None else None,
+            name=gang.name if gang is not None else None,
+            placed=len(outcome.placed),
+            reason=outcome.wait.message if outcome.wait is not None else None,
+        )
+
     async def binding_cycle(
         self, fwk: Framework, state: CycleState, pod: PodInfo, node: str
     ) -> None:
-        status = await fwk.run_pre_bind(state, pod, node)
-        if status.ok:
-            status = await fwk.run_bind(state, pod, node)
+        status = await self._bind(fwk, state, pod, node)
+        # A gang member's failed binding retries into the same hold (still assumed there,
+        # its quota still charged) rather than leaving its gang short of a member.
+        for delay in GANG_BIND_RETRIES if state.group is not None else ():
+            if status.ok or self.view.assumed.get(pod.uid) != node:
+                break
+            logger.info(
+                "gang member's binding retried",
+                namespace=pod.namespace,
+                name=pod.name,
+                node=node,
+                error=status.message,
+            )
+            await asyncio.sleep(delay)
+            status = await self._bind(fwk, state, pod, node)
         if status.ok:
             self.queue.done(pod.uid)
             logger.debug(
@@ -121,6 +188,12 @@ class ScheduleOne:
         self.queue.retry(pod)
         if pod.reservation is None:
             self.writer.event(pod.raw, "Pod", "FailedScheduling", status.message, warning=True)
+
+    async def _bind(self, fwk: Framework, state: CycleState, pod: PodInfo, node: str) -> Status:
+        status = await fwk.run_pre_bind(state, pod, node)
+        if status.ok:
+            status = await fwk.run_bind(state, pod, node)
+        return status
 
     async def handle_unschedulable(
         self, profile: Profile, state: CycleState, pod: PodInfo, fit: FitError, started: float

@@ -3,6 +3,7 @@
 from berth.demo.stories import (
     burst,
     expiry,
+    gangs,
     migration,
     preemptor_reservation,
     quota,
@@ -23,6 +24,7 @@ STORIES: tuple[Story, ...] = (
     why_pending.STORY,
     migration.STORY,
     quota_tree.STORY,
+    gangs.STORY,
 )
 
 __all__ = ["STORIES"]

@@ -11,7 +11,14 @@ import sys
 from collections.abc import Iterator
 
 from berth.demo.console import Console, check, eventually
-from berth.demo.objects import Json, apply_made, events, pod, reported_cpu_percent
+from berth.demo.objects import (
+    apply_made,
+    elastic_quota,
+    events,
+    namespace,
+    pod,
+    reported_cpu_percent,
+)
 from berth.demo.story import Context, Story
 from berth.loadaware.args import THRESHOLDS_ANNOTATION
 from berth.localcluster.nodeconfig import NODE_LABEL as REAL_NODE_TAINT
@@ -23,8 +30,12 @@ def play(ctx: Context) -> None:
     console = ctx.console
     node = ctx.agent_node
     try:
-        apply_made(console, _namespace(), f"Namespace {NAMESPACE}")
-        apply_made(console, _quota(), "ElasticQuota: min 1 cpu, max 2 cpu")
+        apply_made(console, namespace(NAMESPACE), f"Namespace {NAMESPACE}")
+        apply_made(
+            console,
+            elastic_quota("quota", NAMESPACE, "1", "2"),
+            "ElasticQuota: min 1 cpu, max 2 cpu",
+        )
         ctx.say("a pod asking 3 cpu in a namespace whose quota allows at most 2")
         apply_made(console, pod("over-quota", NAMESPACE, "3"), "Pod over-quota: 3 cpu")
         report = _why(console, "over-quota")
@@ -78,19 +89,6 @@ def _why(console: Console, name: str) -> str:
     eventually(f"{name} refused", refused)
     # Through the API server's service proxy to the berth-scheduler Service, as a user would.
     return console.show_plugin("berth", "why", name, "-n", NAMESPACE)
-
-
-def _namespace() -> Json:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-
-
-def _quota() -> Json:
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": "quota", "namespace": NAMESPACE},
-        "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
-    }
 
 
 STORY = Story("g", "why is my pod pending? (kubectl berth why)", play)

@@ -15,9 +15,18 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from berth import log
+from berth.gang.group import Wait, WaitReason
 from berth.quota.check import OVER_MAX, OVER_MIN_TOTAL
-from berth.scheduler.framework import Code, CycleState, Diagnosis, Plugin, PostFilterResult
+from berth.scheduler.framework import (
+    Code,
+    CycleState,
+    Diagnosis,
+    Plugin,
+    PostFilterResult,
+    Status,
+)
 from berth.scheduler.plugins.capacityscheduling import QUOTA_PLUGINS
+from berth.scheduler.plugins.coscheduling import Coscheduling
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.reservation import Reservation
@@ -130,6 +139,15 @@ def of_attempt(
     return decide(pod, fwk.name, diagnosis, result, message, names, details)
 
 
+def of_gang(profile: str, pod: PodInfo, wait: Wait, gang: str, nodes: int) -> Decision:
+    """The record of a member whose gang waits: refused as a whole before its members
+    were placed, or taken back when too few fit (``wait`` says which)."""
+    status = Status(Code.UNSCHEDULABLE, (wait.message,), Coscheduling.name)
+    diagnosis = Diagnosis(nodes, {}, np.zeros(0, dtype=bool), status, frozenset({status.plugin}))
+    details = {Coscheduling.name: {"gang": gang, "reason": str(wait.reason)}}
+    return decide(pod, profile, diagnosis, PostFilterResult(), wait.message, (), details)
+
+
 def decide(
     pod: PodInfo,
     profile: str,
@@ -187,8 +205,26 @@ def unblock(decision: Decision) -> tuple[str, ...]:
     return tuple(hints)
 
 
+# What lets a waiting gang go, by the reason it waits.
+GANG_HINTS = {
+    WaitReason.WAITING_FOR_MEMBERS: "create the gang's missing members, or lower its minimum "
+    "(the PodGroup's minMember, or min-available)",
+    WaitReason.WAITING_FOR_QUOTA: "room in the quota for the whole gang at once: raise the "
+    "ElasticQuota's max (or the mins), or wait for its pods to finish",
+    WaitReason.NO_PLACEMENT: "room for the whole gang at once: free capacity or add nodes (the "
+    "member named above fit nowhere once the others were placed)",
+    WaitReason.RESOURCE_GAP: "free capacity for the gang's minResources, or lower minResources",
+    WaitReason.BACKED_OFF: "the gang's backoff to end (podGroupBackoffSeconds)",
+    WaitReason.PODGROUP_NOT_FOUND: "create the PodGroup, or remove the pod's label",
+    WaitReason.INVALID_GANG: "fix or remove the gang annotation named above",
+}
+
+
 def _hint(rejection: Rejection, details: Mapping[str, dict[str, Any]]) -> str:
     plugin = rejection.plugin
+    if plugin == Coscheduling.name:
+        reason = (details.get(plugin) or {}).get("reason", "")
+        return GANG_HINTS.get(WaitReason(reason), rejection.reason) if reason else rejection.reason
     if plugin in QUOTA_PLUGINS:
         quota = details.get(plugin) or {}
         verdict = quota.get("rejection") or {}

@@ -821,6 +821,17 @@ class CapacityScheduling(Plugin):
         """The flat quota's verdict on the demand as the quotas stand now."""
         return self.ledger.check(demand.quota, demand.request, *demand.nominated)
 
+    def admit_group(self, pod: PodInfo, request: Resources) -> Status:
+        """A gang's whole demand against the pod's flat quota, once, before any member is
+        placed. Tree quotas are checked member by member within the same group cycle."""
+        demand = self.demand(pod) if pod.reservation is None else None
+        if demand is None or parse_pod(pod.labels).name is not None:
+            return SUCCESS
+        rejection = self.verdict(replace(demand, request=quota_request(request)))
+        if rejection is None:
+            return SUCCESS
+        return unschedulable(self.name, rejection.cause())
+
     # -- PreFilter / Reserve ---------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:

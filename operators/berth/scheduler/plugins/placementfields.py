@@ -1,6 +1,7 @@
 """PlacementFields: a pod that asks for placement Berth does not provide is refused, by name.
 
-kube-scheduler honours a pod's device claims and workload gangs when it places the pod;
+kube-scheduler honours a pod's device claims and workload gangs when it places the pod,
+and a gang of Coscheduling's needs the plugin in the pod's profile;
 binding such a pod while ignoring them would put it where it cannot run. Until Berth
 implements them, such a pod stays Pending, Unschedulable, with a message naming the
 field. ``HONOURED`` and ``NOT_PLACEMENT`` say what Berth does with every other PodSpec
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from berth.api.podgroup import POD_GROUP_LABEL
+from berth.gang import koordinator
 from berth.scheduler.framework import SUCCESS, CycleState, Plugin, Status, unschedulable
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -115,16 +118,44 @@ UNPLACED_VOLUME_SOURCES = frozenset(
 )
 
 
+# Koordinator's PodGroup (its label names one in scheduling.sigs.k8s.io, not served here).
+KOORDINATOR_PODGROUP = (
+    f"label {koordinator.PODGROUP_LABEL}: Berth does not serve Koordinator's PodGroup "
+    f"(scheduling.sigs.k8s.io); name a scheduler-plugins PodGroup with the label "
+    f"{POD_GROUP_LABEL}, or use the annotations {koordinator.PREFIX}*"
+)
+NO_COSCHEDULING = (
+    "{keys}: profile {profile} has no Coscheduling plugin to place the pod with its gang"
+)
+RESERVATION_GANG = "{keys}: a Reservation is not a gang member in Berth"
+
+
 def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
     """Why Berth will not place a pod with this spec, one message per field; () if none."""
     return tuple(message for name, message in REFUSED.items() if spec.get(name))
+
+
+def gang_refusals(pod: PodInfo, profile: str, grouping: bool) -> tuple[str, ...]:
+    """A gang Berth would place as single pods: Koordinator's PodGroup, any gang in a
+    profile without Coscheduling, or a Reservation's template naming a gang."""
+    found = [KOORDINATOR_PODGROUP] if koordinator.PODGROUP_LABEL in pod.labels else []
+    keys = [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
+    keys += [f"annotation {k}" for k in pod.annotations if k.startswith(koordinator.PREFIX)]
+    if keys and pod.reservation is not None:
+        found.append(RESERVATION_GANG.format(keys=", ".join(keys)))
+    elif keys and not grouping:
+        found.append(NO_COSCHEDULING.format(keys=", ".join(keys), profile=profile))
+    return tuple(found)
 
 
 class PlacementFields(Plugin):
     name = "PlacementFields"
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        handle = self.handle
+        grouping = handle.framework is not None and handle.framework.group is not None
         reasons = refusals(pod.raw.get("spec") or {})
+        reasons += gang_refusals(pod, handle.profile, grouping)
         if reasons:
             return unschedulable(self.name, *reasons, resolvable=False)
         return SUCCESS

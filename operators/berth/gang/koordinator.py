@@ -1,0 +1,70 @@
+"""Koordinator's gang annotations (``gang.scheduling.koordinator.sh/*``) read onto the same
+gang as scheduler-plugins' PodGroup, with Koordinator's defaults.
+
+Honoured: ``name`` (or the deprecated label ``pod-group.scheduling.sigs.k8s.io/name``) and
+``min-available`` (or the deprecated label of that name), the gang's minimum. Accepted
+and changing nothing, since Berth places a gang whole at once and no member waits:
+``total-number``, ``mode`` (``Strict`` or ``NonStrict``: which waiting members a failure
+rejects), ``waiting-time``. ``match-policy`` ``waiting-and-running`` is how Berth counts
+(bound members count towards the minimum), and ``once-satisfied``, Koordinator's default,
+is read the same way; ``only-waiting`` is refused, and so are ``groups`` (gangs bound
+together across gangs). The first member by creation time speaks for the gang, as in
+Koordinator the first pod initialises it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from berth.gang.group import Gang
+
+PREFIX = "gang.scheduling.koordinator.sh/"
+NAME = PREFIX + "name"
+MIN_AVAILABLE = PREFIX + "min-available"
+GROUPS = PREFIX + "groups"
+MATCH_POLICY = PREFIX + "match-policy"
+LEGACY_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+LEGACY_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
+LEGACY_MATCH_POLICY = "pod-group.scheduling.sigs.k8s.io/match-policy"
+PODGROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+"""Koordinator's PodGroup (scheduling.sigs.k8s.io, the pre-2023 group): not served by Berth."""
+MATCH_POLICIES = ("once-satisfied", "waiting-and-running")
+KIND = "Gang"
+
+
+class GangAnnotationError(ValueError):
+    """The pod's gang annotations cannot be honoured; the message names the key."""
+
+
+def gang_name(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """The Koordinator gang a pod names, in Koordinator's order: the deprecated label,
+    then the annotation."""
+    return labels.get(LEGACY_NAME) or annotations.get(NAME) or None
+
+
+def parse_gang(namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> Gang:
+    """The gang a member's keys describe; GangAnnotationError for one Berth cannot honour."""
+    name = gang_name(labels, annotations)
+    if name is None:
+        raise GangAnnotationError(f"annotation {NAME} is missing")
+    if annotations.get(GROUPS):
+        raise GangAnnotationError(
+            f"annotation {GROUPS} is not supported: Berth does not bind gangs of a gang "
+            "group together"
+        )
+    policy = annotations.get(MATCH_POLICY) or labels.get(LEGACY_MATCH_POLICY)
+    if policy and policy not in MATCH_POLICIES:
+        raise GangAnnotationError(
+            f"annotation {MATCH_POLICY}: {policy!r} is not supported: Berth counts a gang's "
+            f"bound members towards its minimum ({', '.join(MATCH_POLICIES)})"
+        )
+    text = annotations.get(MIN_AVAILABLE) or labels.get(LEGACY_MIN_AVAILABLE) or ""
+    try:
+        minimum = int(text)
+    except ValueError:
+        minimum = 0
+    if minimum < 1:
+        raise GangAnnotationError(
+            f"annotation {MIN_AVAILABLE} must be a whole number of at least 1, not {text!r}"
+        )
+    return Gang(namespace, name, minimum, kind=KIND)

@@ -1,0 +1,188 @@
+"""The group cycle: a gang's members decided together on one snapshot of the cluster, as
+kube-scheduler 1.36's PodGroup cycle and Volcano's session do.
+
+When a member comes up, its gang's other queued members are taken with it. The gang is
+tried only when its quorum exists, it is not backed off, and its whole demand passes the
+quota plugins once. Then each member runs the ordinary cycle (PreFilter, Filter, Score,
+Reserve) on the same view, seeing the members placed before it; the placement stands
+only if enough members fit to reach minMember, and Permit has the last word on each.
+Otherwise every member placed is unreserved and forgotten, so a gang that waits holds
+neither capacity nor quota. Synchronous, as the single-pod cycle: the view cannot change
+under the decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from berth import log
+from berth.api.podgroup import CRD
+from berth.gang.group import (
+    Gang,
+    Wait,
+    WaitReason,
+    demand,
+    quota_wait,
+    still_needed,
+)
+from berth.gang.placement import Placed, Refused, place_all_or_nothing
+from berth.scheduler.cycle import Cycle
+from berth.scheduler.framework import CycleState, GroupMembers, GroupPlugin
+from berth.scheduler.messages import FitError
+from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.queue import SchedulingQueue
+from berth.scheduler.runtime import Framework
+
+POD_GROUP = CRD.kind
+POD_GROUP_API = CRD.api_version
+
+logger = log.get(__name__)
+
+
+@dataclass(frozen=True)
+class MemberPlacement:
+    pod: PodInfo
+    state: CycleState
+    node: str
+
+
+@dataclass
+class GroupOutcome:
+    """A gang's attempt: the members placed (to bind), and each other member with why it
+    waits; ``rejected_by`` are the plugins whose cluster events may change the answer."""
+
+    placed: list[MemberPlacement] = field(default_factory=list)
+    waiting: list[tuple[PodInfo, str]] = field(default_factory=list)
+    rejected_by: frozenset[str] = frozenset()
+    wait: Wait | None = None
+    gang: Gang | None = None
+
+
+def schedule_group(
+    cycle: Cycle, queue: SchedulingQueue, pod: PodInfo, now: float
+) -> GroupOutcome | None:
+    """The attempt for the pod's gang; None for a pod of no gang (the single-pod cycle)."""
+    fwk = cycle.framework
+    group = fwk.group
+    found = group.group_of(pod) if group is not None else None
+    if group is None or found is None:
+        return None
+    plugin = getattr(group, "name", "")
+    if isinstance(found, Wait):
+        return GroupOutcome(
+            waiting=[(pod, found.message)], rejected_by=frozenset({plugin}), wait=found
+        )
+    if all(m.uid != pod.uid for m in found.pending):
+        return None  # not waiting as a member (being deleted): the single-pod cycle says so
+    members = _taken(found, pod, queue, fwk)
+    try:
+        return _decide(cycle, group, members, pod, plugin, now)
+    except Exception:
+        # Every member taken must leave the attempt; with no plugin named, any cluster
+        # event brings them back.
+        logger.exception("gang attempt failed", namespace=pod.namespace, name=found.gang.name)
+        failed = [(m, f"{found.gang.title}: the scheduler failed") for m in members.pending]
+        return GroupOutcome(waiting=failed, gang=found.gang)
+
+
+def _decide(
+    cycle: Cycle,
+    group: GroupPlugin,
+    members: GroupMembers,
+    pod: PodInfo,
+    plugin: str,
+    now: float,
+) -> GroupOutcome:
+    fwk = cycle.framework
+    gang = members.gang
+    outcome = GroupOutcome(gang=gang, rejected_by=frozenset({plugin}))
+    wait = group.before_placing(members, now)
+    if wait is None:
+        asked = demand(
+            gang, [m.requests for m in members.pending], [m.requests for m in members.bound]
+        )
+        refusal = fwk.run_admit_group(pod, asked)
+        if not refusal.ok:
+            wait = quota_wait(gang, refusal.message)
+            outcome.rejected_by |= {refusal.plugin}
+    if wait is None:
+        wait = _place(cycle, members, outcome)
+        group.group_done(members, wait is None, now)
+    if wait is not None:
+        outcome.wait = wait
+        outcome.waiting = [(m, wait.message) for m in members.pending]
+    return outcome
+
+
+def _taken(
+    found: GroupMembers, pod: PodInfo, queue: SchedulingQueue, fwk: Framework
+) -> GroupMembers:
+    """The gang with only the pending members this attempt holds: the pod itself and its
+    queued siblings (a gated member neither counts nor is placed, as upstream)."""
+    pending: list[PodInfo] = []
+    gated = 0
+    for member in found.pending:
+        if member.uid == pod.uid:
+            pending.append(member)
+        elif not fwk.run_pre_enqueue(member).ok:
+            gated += 1
+        elif queue.take(member.uid):
+            pending.append(member)
+    return replace(found, pending=tuple(pending), gated=gated)
+
+
+def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait | None:
+    """All or nothing on the view as it is: the wait when the gang cannot be placed."""
+    fwk = cycle.framework
+    view = fwk.view
+    states: dict[str, CycleState] = {}
+    plugins: set[str] = set()
+
+    def place(member: PodInfo) -> str | Refused[PodInfo]:
+        state = CycleState()
+        try:
+            node = cycle.schedule(state, member).node
+        except FitError as fit:
+            plugins.update(fit.diagnosis.plugins)
+            return Refused(member, str(fit))
+        except Exception:
+            logger.exception(
+                "member's attempt failed", namespace=member.namespace, name=member.name
+            )
+            return Refused(member, "the scheduler failed")
+        view.assume(member, node)
+        status = fwk.run_reserve(state, member, node)
+        if not status.ok:
+            view.forget(member)
+            plugins.add(status.plugin)
+            return Refused(member, status.message)
+        states[member.uid] = state
+        return node
+
+    def undo(placed: Placed[PodInfo]) -> None:
+        fwk.run_unreserve(states[placed.member.uid], placed.member, placed.node)
+        view.forget(placed.member)
+
+    needed = still_needed(members.gang, len(members.bound))
+    result = place_all_or_nothing(members.pending, needed, place, undo)
+    outcome.rejected_by |= plugins
+    if not result.committed:
+        return result.wait(members.gang, lambda m: m.key)
+    for placed in result.placed:
+        states[placed.member.uid].group = (len(result.placed), needed)
+    for placed in result.placed:
+        status = fwk.run_permit(states[placed.member.uid], placed.member, placed.node)
+        if not status.ok:
+            for each in reversed(result.placed):
+                undo(each)
+            outcome.rejected_by |= {status.plugin}
+            return Wait(
+                WaitReason.NO_PLACEMENT,
+                f"{members.gang.title} was refused at Permit: {placed.member.key}: "
+                f"{status.message}",
+            )
+    outcome.placed = [
+        MemberPlacement(p.member, states[p.member.uid], p.node) for p in result.placed
+    ]
+    outcome.waiting = [(r.member, r.reason) for r in result.refused]
+    return None

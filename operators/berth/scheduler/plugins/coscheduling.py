@@ -1,0 +1,257 @@
+"""Coscheduling: scheduler-plugins' gangs (``PodGroup`` and the pod label
+``scheduling.x-k8s.io/pod-group``), and Koordinator's gang annotations
+(``berth.gang.koordinator``), decided whole by the group cycle.
+
+Upstream assumes members one by one and parks them at Permit until minMember are
+waiting, so a gang that waits holds capacity and quota, and two gangs can hold parts of
+the cluster each. Here the plugin says which gang a pod belongs to and whether the gang
+may be tried now (its quorum present, not backed off, ``minResources`` within what the
+cluster has free); the group cycle places the members together on one snapshot and keeps
+the placement only if minMember fit, so nothing ever waits at Permit. Permit answers at
+once: a member passes only as part of a placement that reached its gang's number.
+
+The args are upstream's, defaulted and validated as upstream. ``permitWaitingTimeSeconds``
+and ``podGroupRejectPercentage`` govern members waiting at Permit and their optimistic
+rejection; no member waits here, so they are accepted and change nothing (said at start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from berth import log
+from berth.api.base import format_time
+from berth.api.podgroup import CRD, POD_GROUP_LABEL, PodGroup
+from berth.gang import koordinator
+from berth.gang.backoff import GangBackoff
+from berth.gang.group import (
+    Gang,
+    Wait,
+    WaitReason,
+    backed_off,
+    group_name,
+    missing_members,
+    resource_gap,
+)
+from berth.podresources import Resources, add
+from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework import (
+    SUCCESS,
+    CycleState,
+    GroupMembers,
+    Handle,
+    Plugin,
+    Status,
+    unschedulable,
+)
+from berth.scheduler.podinfo import PodInfo
+
+logger = log.get(__name__)
+
+NAME = "Coscheduling"
+POD_GROUP = CRD.kind
+KOORDINATOR_KEY = "koordinator:"
+
+
+class CoschedulingArgs(BaseModel):
+    """scheduler-plugins' CoschedulingArgs with its defaults."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    permit_waiting_time_seconds: int = 60
+    pod_group_backoff_seconds: int = 0
+    pod_group_reject_percentage: int = 10
+
+    @field_validator("permit_waiting_time_seconds", "pod_group_backoff_seconds")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"Invalid value: {value}: must be greater than 0")
+        return value
+
+    @field_validator("pod_group_reject_percentage")
+    @classmethod
+    def _percentage(cls, value: int) -> int:
+        if not 0 <= value <= 100:
+            raise ValueError(f"Invalid value: {value}: must be between 0 and 100")
+        return value
+
+    @classmethod
+    def parse(cls, args: Mapping[str, Any]) -> CoschedulingArgs:
+        """The plugin's args; a wrong name or value raises ValueError naming it."""
+        try:
+            return cls.model_validate(dict(args))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise ValueError(f"{where}: {message}") from err
+
+
+class Coscheduling(Plugin):
+    name = NAME
+    consumes = frozenset({POD})
+
+    def __init__(self, args: dict[str, Any], handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.config = CoschedulingArgs.parse(args)
+        for waiting in ("permitWaitingTimeSeconds", "podGroupRejectPercentage"):
+            if waiting in args:
+                logger.info(
+                    f"{waiting} is accepted and changes nothing: Berth places a gang whole "
+                    "at once, so no member waits at Permit",
+                    namespace=None,
+                    name=self.name,
+                )
+        self.backoff = GangBackoff(self.config.pod_group_backoff_seconds)
+        # Gang key (namespace/name) -> uids of the pods labelled with it; uid -> its key.
+        self._members: dict[str, set[str]] = {}
+        self._gang_of: dict[str, str] = {}
+        # Pods told which of two gang schemes decides for them.
+        self._told: set[str] = set()
+        for pod in handle.view.pods.values():
+            self.on_event(POD, "ADDED", pod)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        """A PodGroup made or changed (its minMember lowered); room freed for a gang the
+        cluster was too small for, or a backoff that may have ended."""
+        return (
+            on(POD_GROUP, ActionType.ADD | ActionType.UPDATE_OTHER),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+            on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+        )
+
+    def on_event(self, kind: str, event: str, obj: Any) -> None:
+        """Keeps the members of each gang, in the pods' namespace."""
+        pod: PodInfo = obj
+        before = self._gang_of.pop(pod.uid, None)
+        if before is not None:
+            self._members[before].discard(pod.uid)
+            if not self._members[before]:
+                del self._members[before]
+        key = _gang_key(pod)
+        if event != "DELETED" and key is not None:
+            self._gang_of[pod.uid] = key
+            self._members.setdefault(key, set()).add(pod.uid)
+        if event == "DELETED":
+            self._told.discard(pod.uid)
+
+    def group_of(self, pod: PodInfo) -> GroupMembers | Wait | None:
+        key = _gang_key(pod)
+        if key is None or pod.reservation is not None:
+            return None  # a Reservation is not a gang member (docs/gang.md)
+        self._tell_scheme(pod, key)
+        view = self.handle.view
+        pending: list[PodInfo] = []
+        bound: list[PodInfo] = []
+        for uid in self._members.get(key, ()):
+            member = view.pods.get(uid)
+            if member is None or member.terminal or member.deleting:
+                continue
+            if member.node_name or uid in view.assumed:
+                bound.append(member)
+            elif member.scheduler_name == pod.scheduler_name:
+                pending.append(member)
+        pending.sort(key=lambda p: (-p.priority, p.created, p.name))
+        bound.sort(key=lambda p: p.name)
+        gang = self._gang(pod, key, [*pending, *bound])
+        if isinstance(gang, Wait):
+            return gang
+        return GroupMembers(gang, tuple(pending), tuple(bound))
+
+    def _tell_scheme(self, pod: PodInfo, key: str) -> None:
+        """A pod naming a gang in both schemes hears once which one decides."""
+        writer = self.handle.writer
+        if key.startswith(KOORDINATOR_KEY) or pod.uid in self._told or writer is None:
+            return
+        ignored = koordinator.gang_name(pod.labels, pod.annotations)
+        if ignored is None:
+            return
+        self._told.add(pod.uid)
+        writer.event(
+            pod.raw,
+            "Pod",
+            "GangScheme",
+            f"the pod is a member of PodGroup {key} (label {POD_GROUP_LABEL}); its "
+            f"Koordinator gang {ignored} is not used",
+        )
+
+    def _gang(self, pod: PodInfo, key: str, members: list[PodInfo]) -> Gang | Wait:
+        """The gang's facts: its PodGroup's, or Koordinator's annotations on its first
+        member by creation time."""
+        if key.startswith(KOORDINATOR_KEY):
+            first = min(members or [pod], key=lambda p: (p.created, p.name))
+            try:
+                return koordinator.parse_gang(pod.namespace, first.labels, first.annotations)
+            except koordinator.GangAnnotationError as err:
+                return Wait(WaitReason.INVALID_GANG, f"{first.key}: {err}")
+        raw = self.handle.view.custom.get(POD_GROUP, {}).get(key)
+        if raw is None:
+            return Wait(
+                WaitReason.PODGROUP_NOT_FOUND,
+                f"PodGroup {key} not found: create it, or remove the pod's label {POD_GROUP_LABEL}",
+            )
+        return Gang.of(PodGroup.from_dict(raw))
+
+    def before_placing(self, members: GroupMembers, now: float) -> Wait | None:
+        gang = members.gang
+        missing = missing_members(gang, len(members.pending) + len(members.bound), members.gated)
+        if missing is not None:
+            return missing
+        until = self.backoff.backed_off(gang.key, now)
+        if until is not None:
+            return backed_off(gang, _at(until))
+        if gang.min_resources:
+            return resource_gap(gang, self._free(members))
+        return None
+
+    def group_done(self, members: GroupMembers, placed: bool, now: float) -> None:
+        if placed:
+            self.backoff.placed(members.gang.key)
+        else:
+            self.backoff.failed(members.gang.key, now)
+
+    def _free(self, members: GroupMembers) -> Resources:
+        """What the cluster's nodes have free, summed, with the gang's bound members' own
+        requests given back (upstream leaves the group's pods out of the sum)."""
+        nodes = self.handle.view.nodes
+        rows = nodes.present[: nodes.size]
+        left = (nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]).clip(min=0)
+        totals = left[rows].sum(axis=0)
+        free = {name: int(totals[col]) for name, col in nodes.columns.items()}
+        for member in members.bound:
+            add(free, member.requests)
+        return free
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """A member passes only within a placement of its gang that reached the number."""
+        if _gang_key(pod) is None or pod.reservation is not None:
+            return SUCCESS
+        if state.group is None:
+            return unschedulable(self.name, f"{pod.key} was not placed with its gang")
+        placed, needed = state.group
+        if placed < needed:
+            return unschedulable(
+                self.name, f"{placed} of the {needed} members its gang needs are placed"
+            )
+        return SUCCESS
+
+
+def _gang_key(pod: PodInfo) -> str | None:
+    """The gang a pod is a member of, in the order docs/gang.md gives: scheduler-plugins'
+    label, then Koordinator's keys (their gangs keyed apart, a PodGroup of the same name
+    being another gang)."""
+    name = group_name(pod.labels)
+    if name is not None:
+        return f"{pod.namespace}/{name}"
+    name = koordinator.gang_name(pod.labels, pod.annotations)
+    return None if name is None else f"{KOORDINATOR_KEY}{pod.namespace}/{name}"
+
+
+def _at(seconds: float) -> str:
+    return format_time(datetime.fromtimestamp(seconds, UTC))

@@ -10,8 +10,10 @@ import json
 import time
 from pathlib import Path
 
+from berth.localcluster import netns
 from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.kubectl import Kubectl
+from berth.localcluster.nodeconfig import NETNS
 
 
 def _alive(pid: int) -> bool:
@@ -23,6 +25,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_up_then_down_leaves_no_process(tmp_path: Path) -> None:
+    session_node_network = netns.exists(NETNS)
     cluster = LocalCluster(tmp_path / "cluster")
     started = time.monotonic()
     cluster.up(nodes=2)
@@ -40,3 +43,5 @@ def test_up_then_down_leaves_no_process(tmp_path: Path) -> None:
     assert not any(_alive(pid) for pid in pids)
     assert not cluster.is_up()
     assert not (tmp_path / "cluster" / "data" / "etcd").exists()
+    # The session cluster's real-node network (machine-wide names) is not this one's to remove.
+    assert netns.exists(NETNS) == session_node_network

@@ -417,6 +417,10 @@ class LocalCluster:
                 )
 
     def _stop_real_node(self) -> None:
+        # The namespace and the pods' cgroups have machine-wide names: only the cluster
+        # that made the node (its state holds the node's folder) tears them down.
+        if not self.node.root.exists():
+            return
         recorded = self._recorded()
         node_parts = [p for p in recorded if p.name in ("scheduler", "kubelet", "containerd")]
         for proc in node_parts:
@@ -436,8 +440,9 @@ class LocalCluster:
         for proc in reversed(self._recorded()):
             _stop(proc)
         self._pidfile.unlink(missing_ok=True)
-        netns.delete(nodeconfig.NETNS)
-        shutil.rmtree(self.node.root, ignore_errors=True)
+        if self.node.root.exists():
+            netns.delete(nodeconfig.NETNS)
+            shutil.rmtree(self.node.root, ignore_errors=True)
         etcd = self.state_dir / "data" / "etcd"
         shutil.rmtree(etcd, ignore_errors=True)
 

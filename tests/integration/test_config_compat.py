@@ -342,11 +342,21 @@ async def test_the_koord_scheduler_configuration_enforces_an_elasticquota_max(
     api: ApiClient, namespace: str, kubeconfig_path: str, scenario: Scenario, tmp_path: Path
 ) -> None:
     """Koordinator's quota plugin by its own name, ElasticQuota: with a max of 1 cpu in the
-    namespace, the second 1-cpu pod is refused, as under the Berth equivalent."""
+    namespace, the second 1-cpu pod is refused, as under the Berth equivalent; and, as
+    Koordinator does, each makes its root, default and system quotas in the
+    quotaGroupNamespace (absent before: the namespace is made for each run)."""
     await scenario.node("q")
     await elastic_quota(scenario, namespace, "1")
+    made = ("koordinator-root-quota", "koordinator-default-quota", "koordinator-system-quota")
+
+    async def reserved() -> bool:
+        listed = await scenario.custom.list_namespaced_custom_object(
+            "scheduling.sigs.k8s.io", "v1alpha1", "koordinator-system", "elasticquotas"
+        )
+        return sorted(o["metadata"]["name"] for o in listed["items"]) == sorted(made)
 
     async def run(pods: Pods, tag: str) -> Outcome:
+        await eventually(reserved, within=60)
         outcome = {}
         for i in range(2):
             await pods.create(scenario.pod(f"{tag}-p{i}", "koord-scheduler", cpu="1"))

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from berth.kubectl.treeview import render, tree_rows
+from berth.quota.reservedobjects import quota_group_namespace, reserved_quota_objects
 from berth.quota.status import quota_seen
 from berth.quota.tree import (
     ANNOTATION_NAMESPACES,
@@ -343,3 +344,26 @@ def test_berth_quota_tree_shows_the_default_and_system_quotas_under_the_root() -
     assert lines[-1].split()[2:] == [GPU, "0", "unlimited", "3", "unlimited", "3", "-", "-"]
     # A cluster without tree quotas draws no tree, whatever its pods.
     assert render([], pods).startswith("No ElasticQuotas in the quota tree")
+
+
+def test_the_objects_made_in_quota_group_namespace_are_koordinators_and_read_as_such() -> None:
+    """What Berth makes for ``quotaGroupNamespace`` is what Koordinator's plugin makes,
+    and Berth's own reading of the names accepts it: the root lends nothing and hangs from
+    nothing, the default quota takes its argument's max, the system quota none."""
+    args = {"quotaGroupNamespace": "koordinator-system", "defaultQuotaGroupMax": {"cpu": "64"}}
+    namespace = quota_group_namespace(args)
+    assert namespace == "koordinator-system"
+    objects = reserved_quota_objects(namespace, args)
+    assert [o["metadata"]["name"] for o in objects] == [ROOT, DEFAULT, SYSTEM]
+    assert {o["metadata"]["namespace"] for o in objects} == {"koordinator-system"}
+    assert objects[0]["metadata"]["labels"] == {
+        LABEL_IS_PARENT: "true",
+        LABEL_ALLOW_LENT_RESOURCE: "false",
+        LABEL_PARENT: "",
+    }
+    read = [parse_reserved(o) for o in objects]
+    assert read[1].max == {"cpu": 64000}
+    assert read[2].max == {}
+    assert quota_group_namespace({}) is None
+    with pytest.raises(ValueError, match="quotaGroupNamespace: 'Koordinator_System'"):
+        quota_group_namespace({"quotaGroupNamespace": "Koordinator_System"})

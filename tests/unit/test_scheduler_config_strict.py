@@ -149,6 +149,7 @@ ELASTIC_QUOTA_HONOURED = {
     "enableRuntimeQuota": True,
     "enableCheckParentQuota": True,
     "enableMinQuotaScale": True,
+    "quotaGroupNamespace": "koordinator-system",
 }
 # Every args type with a value for each field Berth honours: loading it runs each plugin's
 # own checks of these values.
@@ -257,7 +258,6 @@ HONOURED: dict[str, Json] = {
     },
 }
 ELASTIC_QUOTA_REFUSED = {
-    "quotaGroupNamespace": "koordinator-system",
     "delayEvictTime": "120s",
     "revokePodInterval": "1s",
     "monitorAllQuotas": True,

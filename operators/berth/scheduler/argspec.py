@@ -70,11 +70,7 @@ ELASTIC_QUOTA = {
     "enableRuntimeQuota": LEAF,
     "enableCheckParentQuota": LEAF,
     "enableMinQuotaScale": LEAF,
-    "quotaGroupNamespace": Field(
-        refused="Berth creates no root, default or system ElasticQuota; they are implicit "
-        "(store one of their names in any namespace to see its status, or to set a default "
-        "or system quota's max)"
-    ),
+    "quotaGroupNamespace": LEAF,
     "delayEvictTime": Field(refused=NO_REVOKE),
     "revokePodInterval": Field(refused=NO_REVOKE),
     "monitorAllQuotas": Field(refused=NO_REVOKE),

@@ -129,10 +129,12 @@ FOLDED_POINTS: dict[str, frozenset[str]] = {
     "NodeResourcesFit": frozenset({"preFilter", "preScore"}),
     "NodeResourcesBalancedAllocation": frozenset({"preScore"}),
     "NodePorts": frozenset({"preFilter"}),
-    # scheduler-plugins: the group cycle takes a gang's members together (what its queue
-    # sort is for), checks the quorum and minResources before placing (preFilter), and
-    # leaves no member waiting to reject or unreserve (postFilter, reserve).
-    "Coscheduling": frozenset({"queueSort", "preFilter", "postFilter", "reserve"}),
+    # scheduler-plugins and Koordinator: the group cycle takes a gang's members together
+    # (what its queue sort is for), checks the quorum and minResources before placing
+    # (preFilter), and leaves no member waiting to reject or unreserve (postFilter,
+    # reserve); the gang's bound members (postBind) are counted from the pods' bindings
+    # as the cluster view records them, and the PodGroup's status from those.
+    "Coscheduling": frozenset({"queueSort", "preFilter", "postFilter", "reserve", "postBind"}),
 }
 
 

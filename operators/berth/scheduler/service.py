@@ -22,15 +22,18 @@ from kubernetes_asyncio.client import (
     SchedulingV1Api,
     StorageV1Api,
 )
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
-from berth.api import KINDS
+from berth.api import KINDS, elasticquota
 from berth.health import Heartbeat
 from berth.kube.watch import Informer
+from berth.kube.write import ELASTIC_QUOTA, ApiWriter, Conflict, NotFound, api_message
 from berth.scheduler.assembly import assemble
 from berth.scheduler.config import SchedulerConfiguration
 from berth.scheduler.framework import PeriodicPlugin
 from berth.scheduler.metrics import SchedulerMetrics
+from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.schedule_one import ScheduleOne
 from berth.scheduler.selectorowners import (
@@ -55,6 +58,7 @@ class Scheduler:
     ) -> None:
         self.config = config
         self.metrics = metrics
+        self.api = ApiWriter(api)
         self.queue = SchedulingQueue(
             config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds
         )
@@ -200,6 +204,7 @@ class Scheduler:
                 pods=len(self.view.pods),
                 profiles=list(self.profiles),
             )
+            await self._make_reserved_quotas()
             stopping = asyncio.create_task(stop.wait())
             while not stop.is_set():
                 self.heartbeat.beat()
@@ -213,6 +218,54 @@ class Scheduler:
             for task in [*watchers, flusher, events, *tasks]:
                 task.cancel()
             await asyncio.gather(*watchers, flusher, events, *tasks, return_exceptions=True)
+
+    async def _make_reserved_quotas(self) -> None:
+        """Koordinator's root, default and system ElasticQuotas in CapacityScheduling's
+        ``quotaGroupNamespace``, made where no object of their name exists (as its quota
+        plugin does at start); a failure is said once and scheduling goes on, the quotas
+        being implicit."""
+        stored = {
+            obj.get("metadata", {}).get("name")
+            for obj in self.view.custom.get(elasticquota.CRD.kind, {}).values()
+        }
+        made: set[tuple[str, str]] = set()
+        for profile in self.profiles.values():
+            for plugin in profile.framework.instances.values():
+                if not isinstance(plugin, CapacityScheduling):
+                    continue
+                for body in plugin.reserved_quotas():
+                    meta = body["metadata"]
+                    key = (meta["namespace"], meta["name"])
+                    if meta["name"] in stored or key in made:
+                        continue
+                    made.add(key)
+                    await self._make_reserved_quota(body)
+
+    async def _make_reserved_quota(self, body: dict[str, Any]) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            await self.api.create(ELASTIC_QUOTA, body, namespace=namespace)
+        except Conflict:
+            return  # made meanwhile (by another scheduler, or a user)
+        except NotFound:
+            logger.error(
+                "quotaGroupNamespace does not exist: the quota is not made; create the "
+                "namespace and restart Berth, or remove quotaGroupNamespace",
+                namespace=namespace,
+                name=name,
+            )
+            return
+        except ApiException as err:
+            logger.error(
+                "making Koordinator's quota failed; it stays implicit",
+                namespace=namespace,
+                name=name,
+                error=api_message(err),
+            )
+            return
+        logger.info(
+            "made Koordinator's quota (quotaGroupNamespace)", namespace=namespace, name=name
+        )
 
     def _periodic_check(self, profile: str, plugin: PeriodicPlugin) -> None:
         """A plugin's periodic check: the pods it names go back to be tried."""

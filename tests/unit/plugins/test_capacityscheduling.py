@@ -581,7 +581,10 @@ def test_a_stored_default_quota_sets_the_max_over_the_argument() -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        ({"quotaGroupNamespace": "koordinator-system"}, "quotaGroupNamespace: not supported"),
+        (
+            {"quotaGroupNamespace": "Koordinator_System"},
+            "quotaGroupNamespace: 'Koordinator_System' is not a namespace name",
+        ),
         ({"revokePodInterval": "1s"}, "revokePodInterval: not supported"),
         ({"hookPlugins": []}, "hookPlugins: not supported"),
         ({"enableRuntimeQuota": False}, "enableRuntimeQuota: False is not supported"),

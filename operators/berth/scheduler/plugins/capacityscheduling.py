@@ -44,6 +44,7 @@ from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
 from berth.quota.ledger import QuotaLedger, Rejection
 from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
+from berth.quota.reservedobjects import quota_group_namespace, reserved_quota_objects
 from berth.quota.tree import (
     LABEL_NAME,
     PREFIX,
@@ -240,6 +241,7 @@ class CapacityScheduling(Plugin):
         except DurationError as error:
             raise ValueError(f"{OVER_RUNTIME_CHECK}: {error}") from error
         self.outside_max = _outside_max(args)
+        self.quota_group_namespace = quota_group_namespace(args)
         self.ledger = QuotaLedger()
         # Victims evicted by this plugin and not yet gone: their capacity is promised to
         # the pods nominated in their place, which count instead.
@@ -269,6 +271,13 @@ class CapacityScheduling(Plugin):
         self._nominations_gone: tuple[str, bool] = ("", False)
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
+
+    def reserved_quotas(self) -> list[dict[str, Any]]:
+        """Koordinator's root, default and system quota objects, to be made in
+        ``quotaGroupNamespace`` where absent (none when it is not set)."""
+        if self.quota_group_namespace is None:
+            return []
+        return reserved_quota_objects(self.quota_group_namespace, self.args)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (

@@ -275,3 +275,64 @@ async def test_a_large_gang_that_cannot_be_placed_does_not_block_a_smaller_one(
     await eventually(small_bound, DECIDED)
     await large.says(large.members[0], "cannot be placed")
     assert await large.bound() == []
+
+
+async def test_a_kube_scheduler_podgroup_is_bound_whole_and_its_condition_set(
+    api: ApiClient, namespace: str, nodes: Nodes, berth: BerthRun
+) -> None:
+    """kube-scheduler 1.36's PodGroup (scheduling.k8s.io/v1alpha2, served by the local
+    cluster's feature gates) named by spec.schedulingGroup: one member of a gang of 2 waits
+    and its PodGroup says PodGroupScheduled=False; the second brings both to their nodes
+    and the condition to True."""
+    scheduler = short(namespace)
+    await nodes.add("n0", labels=mine(namespace), allocatable={"cpu": "2", "pods": "10"})
+    custom = CustomObjectsApi(api)
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "train"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    await custom.create_namespaced_custom_object(
+        "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", group
+    )
+    pods = Pods(api, namespace)
+
+    def member(name: str) -> dict[str, Any]:
+        body = pod_body(name, scheduler, cpu="1", nodeSelector=mine(namespace))
+        body["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+        return body
+
+    async def scheduled() -> dict[str, Any]:
+        stored = await custom.get_namespaced_custom_object(
+            "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", "train"
+        )
+        found = [
+            c
+            for c in (stored.get("status") or {}).get("conditions") or ()
+            if c["type"] == "PodGroupScheduled"
+        ]
+        return found[0] if found else {}
+
+    berth.start()
+    await pods.create(member("a"))
+    message = await pods.wait_event("a", "FailedScheduling", within=DECIDED)
+    assert message == (
+        f"PodGroup.scheduling.k8s.io {namespace}/train is waiting for members: 1 of 2 "
+        "(minCount) exist"
+    )
+    assert await pods.node_of("a") is None
+
+    async def refused() -> bool:
+        return (await scheduled()).get("status") == "False"
+
+    await eventually(refused, within=60)
+    assert (await scheduled())["reason"] == "Unschedulable"
+    await pods.create(member("b"))
+    assert await pods.wait_bound("a", within=DECIDED) == await pods.wait_bound("b")
+
+    async def placed() -> bool:
+        return (await scheduled()).get("status") == "True"
+
+    await eventually(placed, within=60)
+    assert (await scheduled())["reason"] == "Scheduled"

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.gang import workload
 from berth.kubectl.why import report
 from berth.scheduler import schedule_one
 from berth.scheduler.config import ConfigError, Profile, load, parse
@@ -510,3 +511,124 @@ async def test_a_gated_member_neither_counts_nor_is_placed() -> None:
         "held by scheduling gates"
     ]
     assert loop.queue.counts()["gated"] == 1
+
+
+# -- kube-scheduler 1.36's PodGroup (scheduling.k8s.io/v1alpha2, spec.schedulingGroup) ----
+
+
+def workload_group(name: str, min_count: int | None, **spec: Any) -> Json:
+    policy = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default", "uid": f"wpg-{name}"},
+        "spec": {"schedulingPolicy": policy, **spec},
+    }
+
+
+def workload_member(name: str, group: str, cpu: str = "1") -> Json:
+    raw = berth_pod(name, cpu)
+    raw["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return raw
+
+
+def workload_loop(*objects: Json, groups: tuple[Json, ...] = ()) -> Loop:
+    loop = gang_loop(*objects)
+    for obj in groups:
+        loop.parts.events.on_custom(workload.VIEW_KIND)("ADDED", obj)
+    return loop
+
+
+def conditions(loop: Loop) -> list[tuple[str, str, str]]:
+    return [
+        (c[1][1]["status"], c[1][1]["reason"], c[1][1]["message"])
+        for c in loop.writer.calls
+        if c[0] == "pod_group_scheduled"
+    ]
+
+
+async def test_a_kube_scheduler_podgroup_gang_is_bound_whole_and_none_before_min_count() -> None:
+    loop = workload_loop(
+        node("n1", cpu="2"),
+        node("n2", cpu="2"),
+        workload_member("a", "train"),
+        workload_member("b", "train"),
+        groups=(workload_group("train", 3),),
+    )
+    await drain(loop)
+    assert bound(loop) == {}
+    waiting = (
+        "PodGroup.scheduling.k8s.io default/train is waiting for members: 2 of 3 (minCount) exist"
+    )
+    assert waiting in reasons(loop, "a")[0]
+    assert conditions(loop)[-1][:2] == ("False", "Unschedulable")
+    assert waiting in conditions(loop)[-1][2]
+    loop.parts.events.on_pod("ADDED", workload_member("c", "train"))
+    await drain(loop)
+    assert sorted(bound(loop)) == ["a", "b", "c"]
+    assert conditions(loop)[-1] == ("True", "Scheduled", "")
+
+
+async def test_a_kube_scheduler_podgroup_gang_that_does_not_fit_binds_nothing() -> None:
+    loop = workload_loop(
+        node("n1", cpu="2"),
+        *(workload_member(n, "train") for n in "abc"),
+        groups=(workload_group("train", 3),),
+    )
+    await drain(loop)
+    assert bound(loop) == {}
+    assert loop.parts.view.assumed == {}
+    [why, *_] = reasons(loop, "a")
+    assert why.startswith("PodGroup.scheduling.k8s.io default/train cannot be placed")
+
+
+async def test_a_basic_podgroup_schedules_each_pod_alone() -> None:
+    loop = workload_loop(
+        node("n1", cpu="1"),
+        *(workload_member(n, "web") for n in "ab"),
+        groups=(workload_group("web", None),),
+    )
+    await drain(loop)
+    assert len(bound(loop)) == 1  # one fits, and it binds without its sibling
+    assert conditions(loop) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"schedulingConstraints": {"topology": [{"key": "zone"}]}}, "schedulingConstraints"),
+        ({"disruptionMode": "PodGroup"}, "spec.disruptionMode PodGroup is not supported"),
+        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims is not supported"),
+    ],
+)
+async def test_what_berth_cannot_honour_in_a_kube_scheduler_podgroup_is_refused_by_name(
+    spec: Json, named: str
+) -> None:
+    loop = workload_loop(
+        node("n1", cpu="4"),
+        workload_member("a", "train"),
+        groups=(workload_group("train", 1, **spec),),
+    )
+    await drain(loop)
+    assert bound(loop) == {}
+    assert named in reasons(loop, "a")[0]
+
+
+async def test_a_pod_without_its_kube_scheduler_podgroup_waits_saying_so() -> None:
+    loop = workload_loop(node("n1", cpu="2"), workload_member("a", "missing"))
+    await drain(loop)
+    assert bound(loop) == {}
+    assert "PodGroup.scheduling.k8s.io default/missing not found" in reasons(loop, "a")[0]
+
+
+async def test_schedulinggroup_decides_over_the_other_schemes_and_the_pod_is_told() -> None:
+    raw = workload_member("a", "train")
+    raw["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "other"}
+    loop = workload_loop(node("n1", cpu="2"), raw, groups=(workload_group("train", 1),))
+    await drain(loop)
+    assert bound(loop) == {"a": "n1"}
+    assert loop.writer.events("GangScheme") == [
+        "the pod is a member of PodGroup.scheduling.k8s.io default/train "
+        "(spec.schedulingGroup.podGroupName); its PodGroup default/other (label "
+        "scheduling.x-k8s.io/pod-group) is not used"
+    ]

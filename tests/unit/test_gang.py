@@ -20,6 +20,7 @@ from berth.gang.group import (
 )
 from berth.gang.koordinator import GangAnnotationError, parse_gang
 from berth.gang.placement import Placed, Refused, place_all_or_nothing
+from berth.gang.workload import scheduled_condition, with_condition
 
 GANG = Gang("team", "train", 3)
 
@@ -234,3 +235,18 @@ def test_koordinator_annotations_berth_cannot_honour_are_refused(
 ) -> None:
     with pytest.raises(GangAnnotationError, match=message):
         parse_gang("team", {}, {"gang.scheduling.koordinator.sh/name": "train", **annotations})
+
+
+def test_podgroupscheduled_is_written_only_when_it_says_something_new() -> None:
+    waiting = scheduled_condition(False, "Unschedulable", "2 of 3", 4, "2026-01-01T00:00:00Z")
+    other = {"type": "DisruptionTarget", "status": "False"}
+    first = with_condition([other], waiting)
+    assert first == [other, waiting]
+    assert with_condition(first, {**waiting, "lastTransitionTime": "later"}) is None
+    moved = scheduled_condition(False, "Unschedulable", "1 of 3", 4, "2026-01-01T00:01:00Z")
+    [_, kept] = with_condition(first, moved) or []
+    assert kept["message"] == "1 of 3"
+    assert kept["lastTransitionTime"] == "2026-01-01T00:00:00Z"  # the status did not change
+    placed = scheduled_condition(True, "Scheduled", "", 4, "2026-01-01T00:02:00Z")
+    [_, now] = with_condition(first, placed) or []
+    assert now["lastTransitionTime"] == "2026-01-01T00:02:00Z"

@@ -113,6 +113,12 @@ def test_gang_keys_in_a_profile_without_coscheduling_are_refused_by_name() -> No
         "0/1 nodes are available: label scheduling.x-k8s.io/pod-group: profile "
         "berth-scheduler has no Coscheduling plugin to place the pod with its gang."
     )
+    grouped = pod("r", "100m")
+    grouped["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    assert env.message(grouped) == (
+        "0/1 nodes are available: spec.schedulingGroup.podGroupName: profile "
+        "berth-scheduler has no Coscheduling plugin to place the pod with its gang."
+    )
 
 
 def test_koordinators_podgroup_is_refused_by_name() -> None:

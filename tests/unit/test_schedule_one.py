@@ -69,6 +69,9 @@ class RecordingWriter:
     async def annotate(self, pod: PodInfo, annotations: dict[str, str | None]) -> None:
         self.calls.append(("annotate", (pod.name, annotations)))
 
+    async def pod_group_scheduled(self, group: Json, condition: Json) -> None:
+        self.calls.append(("pod_group_scheduled", (group["metadata"]["name"], condition)))
+
     async def create_reservation(self, body: Json) -> Json:
         created = {**body, "metadata": {**body["metadata"], "uid": "rsv-made"}}
         self.calls.append(("create_reservation", created))

@@ -45,6 +45,8 @@ class Gang:
     min_resources: Resources = field(default_factory=dict)
     kind: str = "PodGroup"
     """What declares the gang: a PodGroup, or Koordinator's annotations (``Gang``)."""
+    quorum_field: str = "minMember"
+    """How its declaration names the minimum (kube-scheduler's PodGroup: ``minCount``)."""
 
     @property
     def key(self) -> str:
@@ -76,7 +78,7 @@ def missing_members(gang: Gang, present: int, gated: int = 0) -> Wait | None:
     return Wait(
         WaitReason.WAITING_FOR_MEMBERS,
         f"{gang.title} is waiting for members: {present} of {gang.min_member} "
-        f"(minMember) exist{held}",
+        f"({gang.quorum_field}) exist{held}",
     )
 
 

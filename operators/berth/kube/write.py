@@ -34,6 +34,7 @@ __all__ = [
     "POD_MIGRATION_JOB",
     "RESERVATION",
     "STRATEGIC",
+    "WORKLOAD_POD_GROUP",
     "ApiWriter",
     "Conflict",
     "Kind",
@@ -89,6 +90,8 @@ RESERVATION: Final = Kind.of(reservation.CRD)
 ELASTIC_QUOTA: Final = Kind.of(elasticquota.CRD)
 NODE_METRIC: Final = Kind.of(nodemetric.CRD)
 POD_MIGRATION_JOB: Final = Kind.of(podmigrationjob.CRD)
+WORKLOAD_POD_GROUP: Final = Kind("scheduling.k8s.io", "v1alpha2", "podgroups", namespaced=True)
+"""kube-scheduler 1.36's PodGroup (built in, behind the GenericWorkload feature gate)."""
 
 
 class Stale(ApiException):

@@ -58,7 +58,10 @@ BASE_PROCESSES = frozenset({"apiserver", "controller-manager", "kwok"})
 # ServiceAccount admission is on, as in any cluster: pods get projected service-account
 # tokens (the real node's pods use them). Services resolve to their endpoints, not to
 # ClusterIPs (there is no kube-proxy). Priority and fairness is off so that benchmarks
-# measure the schedulers, not the API server's queues.
+# measure the schedulers, not the API server's queues. kube-scheduler 1.36's gangs are
+# served (the PodGroup of scheduling.k8s.io/v1alpha2 and the pod field
+# spec.schedulingGroup), as on a cluster that enables them.
+WORKLOAD_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
 APISERVER_FLAGS = (
     "--bind-address=127.0.0.1",
     "--authorization-mode=Node,RBAC",
@@ -70,6 +73,8 @@ APISERVER_FLAGS = (
     "--max-mutating-requests-inflight=1000",
     "--event-ttl=2h",
     "--profiling=false",
+    WORKLOAD_GATES,
+    "--runtime-config=scheduling.k8s.io/v1alpha2=true",
     "--v=1",
 )
 
@@ -241,6 +246,7 @@ class LocalCluster:
                         f"--service-account-private-key-file={self.pki / 'sa.key'}",
                         f"--root-ca-file={self.pki / 'ca.crt'}",
                         "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+                        WORKLOAD_GATES,  # its controller lets a deleted PodGroup go
                         "--kube-api-qps=200",
                         "--kube-api-burst=400",
                         # kwok renews every node's lease from one process; on a loaded
@@ -389,6 +395,7 @@ class LocalCluster:
                         *_component_kubeconfig(kubeconfig),
                         "--leader-elect=false",
                         "--secure-port=0",
+                        WORKLOAD_GATES,
                         "--v=1",
                     ],
                 )

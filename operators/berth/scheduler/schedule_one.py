@@ -17,7 +17,11 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from berth import log
+from berth.gang import workload
+from berth.kube.write import api_message
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import of_attempt, of_gang
@@ -31,7 +35,7 @@ from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
 from berth.scheduler.runtime import Framework
 from berth.scheduler.view import ClusterView
-from berth.scheduler.writer import Writer
+from berth.scheduler.writer import Writer, now
 
 logger = log.get(__name__)
 
@@ -126,8 +130,14 @@ class ScheduleOne:
                 nodes = self.view.nodes.count
                 self.decisions.record(of_gang(fwk.name, pod, outcome.wait, key, nodes))
         group = None
+        api_version = POD_GROUP_API
         if gang is not None and gang.kind == POD_GROUP:
             group = self.view.custom.get(POD_GROUP, {}).get(gang.key)
+        elif gang is not None and gang.kind == workload.VIEW_KIND:
+            group = self.view.custom.get(workload.VIEW_KIND, {}).get(gang.key)
+            api_version = workload.API_VERSION
+            if group is not None:
+                self._spawn(self._pod_group_scheduled(group, outcome))
         if outcome.wait is not None and group is not None:
             self.writer.event(
                 group,
@@ -135,7 +145,7 @@ class ScheduleOne:
                 outcome.wait.reason,
                 outcome.wait.message,
                 warning=True,
-                api_version=POD_GROUP_API,
+                api_version=api_version,
             )
         if self.metrics is not None:
             self.metrics.observe_group_attempt(
@@ -151,6 +161,27 @@ class ScheduleOne:
             placed=len(outcome.placed),
             reason=outcome.wait.message if outcome.wait is not None else None,
         )
+
+    async def _pod_group_scheduled(self, group: dict[str, Any], outcome: GroupOutcome) -> None:
+        """kube-scheduler's PodGroupScheduled condition: True once placed (reason
+        Scheduled), else False with the reason Unschedulable and why."""
+        if outcome.placed:
+            condition = workload.scheduled_condition(True, "Scheduled", "", None, now())
+        elif outcome.wait is not None:
+            message = outcome.wait.message
+            condition = workload.scheduled_condition(False, "Unschedulable", message, None, now())
+        else:
+            return
+        meta = group.get("metadata") or {}
+        try:
+            await self.writer.pod_group_scheduled(group, condition)
+        except ApiException as err:
+            logger.warning(
+                "PodGroupScheduled not written",
+                namespace=meta.get("namespace"),
+                name=meta.get("name"),
+                error=api_message(err),
+            )
 
     async def binding_cycle(
         self, fwk: Framework, state: CycleState, pod: PodInfo, node: str

@@ -26,6 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api import KINDS, elasticquota
+from berth.gang import workload
 from berth.health import Heartbeat
 from berth.kube.watch import Informer
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter, Conflict, NotFound, api_message
@@ -117,6 +118,21 @@ class Scheduler:
             )
             for kind in KINDS
         ]
+        # kube-scheduler 1.36's PodGroup: served only with the GenericWorkload feature gate
+        # (and its API version enabled); where it is not, the watch says so once and pods
+        # cannot name one (the API server drops spec.schedulingGroup).
+        self.custom_informers.append(
+            Informer(
+                workload.VIEW_KIND,
+                functools.partial(
+                    custom.list_cluster_custom_object,
+                    workload.GROUP,
+                    workload.VERSION,
+                    workload.PLURAL,
+                ),
+                events.on_custom(workload.VIEW_KIND),
+            )
+        )
         if metrics is not None:
             for informer in (*self.informers, *self.custom_informers):
                 informer.on_delay = functools.partial(metrics.observe_watch_delay, informer.kind)

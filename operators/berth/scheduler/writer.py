@@ -23,8 +23,18 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.base import format_time
+from berth.gang.workload import SCHEDULED, with_condition
 from berth.kube.events import event_body
-from berth.kube.write import EVENT, MERGE, POD, RESERVATION, STRATEGIC, ApiWriter, Conflict
+from berth.kube.write import (
+    EVENT,
+    MERGE,
+    POD,
+    RESERVATION,
+    STRATEGIC,
+    WORKLOAD_POD_GROUP,
+    ApiWriter,
+    Conflict,
+)
 from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
@@ -233,6 +243,25 @@ class Writer:
         await self.bucket.take()
         version = (current.get("metadata") or {}).get("resourceVersion")
         return await self.api.patch_status(RESERVATION, name, status, resource_version=version)
+
+    async def pod_group_scheduled(self, group: dict[str, Any], condition: dict[str, Any]) -> None:
+        """Set the ``PodGroupScheduled`` condition of a kube-scheduler PodGroup, unless it
+        says so already; like kube-scheduler, a True condition (the first placement) is not
+        changed afterwards."""
+        meta = group.get("metadata") or {}
+        conditions = (group.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == SCHEDULED and c.get("status") == "True" for c in conditions):
+            return
+        updated = with_condition(conditions, condition)
+        if updated is None:
+            return
+        await self.bucket.take()
+        await self.api.patch_status(
+            WORKLOAD_POD_GROUP,
+            meta.get("name") or "",
+            {"conditions": updated},
+            namespace=meta.get("namespace") or "",
+        )
 
     async def create_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
         await self.bucket.take()

@@ -1,6 +1,7 @@
 """Coscheduling: scheduler-plugins' gangs (``PodGroup`` and the pod label
-``scheduling.x-k8s.io/pod-group``), and Koordinator's gang annotations
-(``berth.gang.koordinator``), decided whole by the group cycle.
+``scheduling.x-k8s.io/pod-group``), Koordinator's gang annotations
+(``berth.gang.koordinator``) and kube-scheduler 1.36's PodGroup named by
+``spec.schedulingGroup`` (``berth.gang.workload``), decided whole by the group cycle.
 
 Upstream assumes members one by one and parks them at Permit until minMember are
 waiting, so a gang that waits holds capacity and quota, and two gangs can hold parts of
@@ -27,7 +28,7 @@ from pydantic.alias_generators import to_camel
 from berth import log
 from berth.api.base import format_time
 from berth.api.podgroup import CRD, POD_GROUP_LABEL, PodGroup
-from berth.gang import koordinator
+from berth.gang import koordinator, workload
 from berth.gang.backoff import GangBackoff
 from berth.gang.group import (
     Gang,
@@ -56,6 +57,7 @@ logger = log.get(__name__)
 NAME = "Coscheduling"
 POD_GROUP = CRD.kind
 KOORDINATOR_KEY = "koordinator:"
+WORKLOAD_KEY = "workload:"
 
 
 class CoschedulingArgs(BaseModel):
@@ -122,6 +124,7 @@ class Coscheduling(Plugin):
         cluster was too small for, or a backoff that may have ended."""
         return (
             on(POD_GROUP, ActionType.ADD | ActionType.UPDATE_OTHER),
+            on(workload.VIEW_KIND, ActionType.ADD | ActionType.UPDATE_OTHER),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
         )
@@ -160,30 +163,45 @@ class Coscheduling(Plugin):
         pending.sort(key=lambda p: (-p.priority, p.created, p.name))
         bound.sort(key=lambda p: p.name)
         gang = self._gang(pod, key, [*pending, *bound])
-        if isinstance(gang, Wait):
+        if gang is None or isinstance(gang, Wait):
             return gang
         return GroupMembers(gang, tuple(pending), tuple(bound))
 
     def _tell_scheme(self, pod: PodInfo, key: str) -> None:
-        """A pod naming a gang in both schemes hears once which one decides."""
+        """A pod naming a gang in more than one scheme hears once which one decides."""
         writer = self.handle.writer
-        if key.startswith(KOORDINATOR_KEY) or pod.uid in self._told or writer is None:
+        if pod.uid in self._told or writer is None:
             return
-        ignored = koordinator.gang_name(pod.labels, pod.annotations)
-        if ignored is None:
+        named = _schemes(pod)
+        if len(named) < 2:
             return
         self._told.add(pod.uid)
+        (_, used), *others = named
         writer.event(
             pod.raw,
             "Pod",
             "GangScheme",
-            f"the pod is a member of PodGroup {key} (label {POD_GROUP_LABEL}); its "
-            f"Koordinator gang {ignored} is not used",
+            f"the pod is a member of {used}; its "
+            f"{' and its '.join(said for _, said in others)} "
+            f"{'is' if len(others) == 1 else 'are'} not used",
         )
 
-    def _gang(self, pod: PodInfo, key: str, members: list[PodInfo]) -> Gang | Wait:
+    def _gang(self, pod: PodInfo, key: str, members: list[PodInfo]) -> Gang | Wait | None:
         """The gang's facts: its PodGroup's, or Koordinator's annotations on its first
-        member by creation time."""
+        member by creation time; None for a kube-scheduler PodGroup of the basic policy."""
+        if key.startswith(WORKLOAD_KEY):
+            found = key.removeprefix(WORKLOAD_KEY)
+            raw = self.handle.view.custom.get(workload.VIEW_KIND, {}).get(found)
+            if raw is None:
+                return Wait(
+                    WaitReason.PODGROUP_NOT_FOUND,
+                    f"{workload.VIEW_KIND} {found} not found: create it (the API server "
+                    f"serves {workload.API_VERSION} with the GenericWorkload feature gate)",
+                )
+            try:
+                return workload.parse_gang(raw)
+            except workload.WorkloadGangError as err:
+                return Wait(WaitReason.INVALID_GANG, f"{workload.VIEW_KIND} {found}: {err}")
         if key.startswith(KOORDINATOR_KEY):
             first = min(members or [pod], key=lambda p: (p.created, p.name))
             try:
@@ -230,8 +248,12 @@ class Coscheduling(Plugin):
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """A member passes only within a placement of its gang that reached the number."""
-        if _gang_key(pod) is None or pod.reservation is not None:
+        key = _gang_key(pod)
+        if key is None or pod.reservation is not None:
             return SUCCESS
+        basic = key.startswith(WORKLOAD_KEY) and self._gang(pod, key, []) is None
+        if state.group is None and basic:
+            return SUCCESS  # a basic PodGroup: each pod alone
         if state.group is None:
             return unschedulable(self.name, f"{pod.key} was not placed with its gang")
         placed, needed = state.group
@@ -242,15 +264,33 @@ class Coscheduling(Plugin):
         return SUCCESS
 
 
-def _gang_key(pod: PodInfo) -> str | None:
-    """The gang a pod is a member of, in the order docs/gang.md gives: scheduler-plugins'
-    label, then Koordinator's keys (their gangs keyed apart, a PodGroup of the same name
-    being another gang)."""
+def _schemes(pod: PodInfo) -> list[tuple[str, str]]:
+    """Each gang the pod names (its key, and how an event names it), in the order
+    docs/gang.md gives: kube-scheduler's ``spec.schedulingGroup``, scheduler-plugins'
+    label, Koordinator's keys (each scheme keyed apart: same-named groups of two schemes
+    are two gangs)."""
+    found: list[tuple[str, str]] = []
+    name = workload.group_name(pod.raw.get("spec") or {})
+    if name is not None:
+        key = f"{pod.namespace}/{name}"
+        found.append((WORKLOAD_KEY + key, f"{workload.VIEW_KIND} {key} ({workload.FIELD})"))
     name = group_name(pod.labels)
     if name is not None:
-        return f"{pod.namespace}/{name}"
+        key = f"{pod.namespace}/{name}"
+        found.append((key, f"PodGroup {key} (label {POD_GROUP_LABEL})"))
     name = koordinator.gang_name(pod.labels, pod.annotations)
-    return None if name is None else f"{KOORDINATOR_KEY}{pod.namespace}/{name}"
+    if name is not None:
+        found.append((f"{KOORDINATOR_KEY}{pod.namespace}/{name}", f"Koordinator gang {name}"))
+    return found
+
+
+def _gang_key(pod: PodInfo) -> str | None:
+    """The gang a pod is a member of: the first scheme naming one decides."""
+    spec = pod.raw.get("spec") or {}
+    if "schedulingGroup" not in spec and not pod.labels and not pod.annotations:
+        return None  # the common case, kept cheap: every pod event asks
+    named = _schemes(pod)
+    return named[0][0] if named else None
 
 
 def _at(seconds: float) -> str:

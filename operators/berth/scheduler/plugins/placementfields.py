@@ -1,7 +1,7 @@
 """PlacementFields: a pod that asks for placement Berth does not provide is refused, by name.
 
-kube-scheduler honours a pod's device claims and workload gangs when it places the pod,
-and a gang of Coscheduling's needs the plugin in the pod's profile;
+kube-scheduler honours a pod's device claims when it places the pod, and a gang (of any
+scheme Coscheduling reads) needs the plugin in the pod's profile;
 binding such a pod while ignoring them would put it where it cannot run. Until Berth
 implements them, such a pod stays Pending, Unschedulable, with a message naming the
 field. ``HONOURED`` and ``NOT_PLACEMENT`` say what Berth does with every other PodSpec
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.api.podgroup import POD_GROUP_LABEL
-from berth.gang import koordinator
+from berth.gang import koordinator, workload
 from berth.scheduler.framework import SUCCESS, CycleState, Plugin, Status, unschedulable
 from berth.scheduler.nodetable import NodeTable
 from berth.scheduler.podinfo import PodInfo
@@ -34,6 +34,7 @@ HONOURED = frozenset(
         "resources",  # pod-level requests
         "schedulerName",
         "schedulingGates",
+        "schedulingGroup",  # kube-scheduler 1.36's PodGroup: Coscheduling places its gang
         "tolerations",
         "topologySpreadConstraints",
         "volumes",  # PLACED_VOLUME_SOURCES by the volume plugins; the others have no say
@@ -42,7 +43,6 @@ HONOURED = frozenset(
 # PodSpec fields that make Berth refuse the pod while it does not implement them.
 REFUSED = {
     "resourceClaims": "Berth does not allocate device claims: spec.resourceClaims",
-    "schedulingGroup": "Berth does not schedule pod groups: spec.schedulingGroup",
 }
 # PodSpec fields kube-scheduler does not read either (runtimeClassName acts through the
 # overhead, nodeSelector and tolerations admission writes).
@@ -139,7 +139,8 @@ def gang_refusals(pod: PodInfo, profile: str, grouping: bool) -> tuple[str, ...]
     """A gang Berth would place as single pods: Koordinator's PodGroup, any gang in a
     profile without Coscheduling, or a Reservation's template naming a gang."""
     found = [KOORDINATOR_PODGROUP] if koordinator.PODGROUP_LABEL in pod.labels else []
-    keys = [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
+    keys = [workload.FIELD] if workload.group_name(pod.raw.get("spec") or {}) else []
+    keys += [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
     keys += [f"annotation {k}" for k in pod.annotations if k.startswith(koordinator.PREFIX)]
     if keys and pod.reservation is not None:
         found.append(RESERVATION_GANG.format(keys=", ".join(keys)))

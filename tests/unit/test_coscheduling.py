@@ -632,3 +632,28 @@ async def test_schedulinggroup_decides_over_the_other_schemes_and_the_pod_is_tol
         "(spec.schedulingGroup.podGroupName); its PodGroup default/other (label "
         "scheduling.x-k8s.io/pod-group) is not used"
     ]
+
+
+async def test_a_gang_s_demand_is_checked_against_its_tree_quota_once() -> None:
+    """A tree quota of 2 cpu and a gang of three 1-cpu members: refused as one demand before
+    any member is placed (not placed two by two and undone at the third)."""
+    tree = "quota.scheduling.koordinator.sh/"
+    team = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "name": "team", "namespace": "default", "uid": "eq-team",
+            "labels": {f"{tree}is-parent": "false"},
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"min": {"cpu": "2"}, "max": {"cpu": "2"}},
+    }  # fmt: skip
+    members = [member(n, "train") for n in "abc"]
+    for raw in members:
+        raw["metadata"]["labels"][f"{tree}name"] = "team"
+    loop = gang_loop(node("n1", cpu="8"), *members, groups=(pod_group("train", 3),), quotas=(team,))
+    await drain(loop)
+    assert bound(loop) == {}
+    [why, *_] = reasons(loop, "a")
+    assert why.startswith("PodGroup default/train is waiting for quota for its 3 members: ")
+    assert "team" in why

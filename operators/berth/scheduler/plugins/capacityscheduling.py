@@ -831,12 +831,32 @@ class CapacityScheduling(Plugin):
         return self.ledger.check(demand.quota, demand.request, *demand.nominated)
 
     def admit_group(self, pod: PodInfo, request: Resources) -> Status:
-        """A gang's whole demand against the pod's flat quota, once, before any member is
-        placed. Tree quotas are checked member by member within the same group cycle."""
-        demand = self.demand(pod) if pod.reservation is None else None
+        """A gang's whole demand against the pod's quota, once, before any member is placed:
+        its tree quota and every ancestor (the members, all seen, are already in their
+        quota's request), the default or system quota's max, or its flat quota."""
+        if pod.reservation is not None:
+            return SUCCESS
+        self._refresh_quotas()
+        try:
+            quota = self.tree_quota_of(pod)
+            preemptible = parse_pod(pod.labels).preemptible
+        except TreeError:
+            return SUCCESS  # each member is refused by name at its PreFilter
+        asked = quota_request(request)
+        if quota is not None:
+            nominated = self.tree_nominated(pod)
+            found = check_tree(self.tree, self.tree_state(), quota, asked, preemptible, nominated)
+            return SUCCESS if found is None else unschedulable(self.name, found.message())
+        outside = self.outside_quota_of(pod)
+        if outside is not None:
+            if not self.tree.outside[outside].max:
+                return SUCCESS
+            over = check_outside(self.tree, self.tree_state(), outside, asked)
+            return SUCCESS if over is None else unschedulable(self.name, over.message())
+        demand = self.demand(pod)
         if demand is None or parse_pod(pod.labels).name is not None:
             return SUCCESS
-        rejection = self.verdict(replace(demand, request=quota_request(request)))
+        rejection = self.verdict(replace(demand, request=asked))
         if rejection is None:
             return SUCCESS
         return unschedulable(self.name, rejection.cause())

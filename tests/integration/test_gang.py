@@ -336,3 +336,32 @@ async def test_a_kube_scheduler_podgroup_is_bound_whole_and_its_condition_set(
 
     await eventually(placed, within=60)
     assert (await scheduled())["reason"] == "Scheduled"
+
+
+async def test_a_koordinator_gang_group_is_bound_only_when_each_of_its_gangs_can_be(
+    api: ApiClient, namespace: str, nodes: Nodes, berth: BerthRun
+) -> None:
+    """Two gangs of one gang group (Koordinator's groups annotation), 1 member each: the
+    first gang's member waits for the other gang, then both are bound."""
+    scheduler = short(namespace)
+    await nodes.add("n0", labels=mine(namespace), allocatable={"cpu": "2", "pods": "10"})
+    pods = Pods(api, namespace)
+
+    def member(name: str, gang: str) -> dict[str, Any]:
+        body = pod_body(name, scheduler, cpu="1", nodeSelector=mine(namespace))
+        body["metadata"]["annotations"] = {
+            "gang.scheduling.koordinator.sh/name": gang,
+            "gang.scheduling.koordinator.sh/min-available": "1",
+            "gang.scheduling.koordinator.sh/groups": (f'["{namespace}/train", "{namespace}/eval"]'),
+        }
+        return body
+
+    berth.start()
+    await pods.create(member("t", "train"))
+    message = await pods.wait_event("t", "FailedScheduling", within=DECIDED)
+    assert message == (
+        f"Gang {namespace}/train's gang group: gang {namespace}/eval has no members yet"
+    )
+    assert await pods.node_of("t") is None
+    await pods.create(member("e", "eval"))
+    assert await pods.wait_bound("t", within=DECIDED) == await pods.wait_bound("e")

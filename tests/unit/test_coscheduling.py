@@ -392,16 +392,60 @@ async def test_a_koordinator_gang_that_does_not_fit_binds_nothing() -> None:
     assert reasons(loop, "c")[0].startswith("Gang default/train cannot be placed: 2 of the 3")
 
 
-async def test_a_koordinator_gang_berth_cannot_honour_waits_saying_why() -> None:
+async def test_a_koordinator_gang_berth_cannot_read_waits_saying_why() -> None:
     raw = koordinator_member("a", "train")
-    raw["metadata"]["annotations"]["gang.scheduling.koordinator.sh/groups"] = '["default/x"]'
+    raw["metadata"]["annotations"]["gang.scheduling.koordinator.sh/groups"] = "default/x"
     loop = gang_loop(node("n1", cpu="2"), raw)
     await drain(loop)
     assert bound(loop) == {}
     assert reasons(loop, "a") == [
-        "default/a: annotation gang.scheduling.koordinator.sh/groups is not supported: Berth "
-        "does not bind gangs of a gang group together"
+        "default/a: annotation gang.scheduling.koordinator.sh/groups must be a JSON list of "
+        "\"namespace/name\", not 'default/x'"
     ]
+
+
+GROUP_KEY = "gang.scheduling.koordinator.sh/groups"
+
+
+def grouped(name: str, gang: str, cpu: str = "1") -> Json:
+    """A member of a 2-member Koordinator gang in the gang group of train and eval."""
+    raw = koordinator_member(name, gang, cpu=cpu)
+    raw["metadata"]["annotations"][GROUP_KEY] = '["default/train", "default/eval"]'
+    return raw
+
+
+async def test_a_gang_group_is_placed_only_when_every_gang_of_it_can_be() -> None:
+    loop = gang_loop(
+        node("n1", cpu="8"), grouped("t0", "train"), grouped("t1", "train"), grouped("e0", "eval")
+    )
+    await drain(loop)
+    assert bound(loop) == {}  # train could go alone; eval has 1 of its 2
+    [why, *_] = reasons(loop, "t0")
+    assert why == (
+        "Gang default/train's gang group: Gang default/eval is waiting for members: 1 of 2 "
+        "(minMember) exist"
+    )
+    loop.parts.events.on_pod("ADDED", grouped("e1", "eval"))
+    await drain(loop)
+    assert sorted(bound(loop)) == ["e0", "e1", "t0", "t1"]
+
+
+async def test_a_gang_group_that_does_not_fit_whole_binds_nothing() -> None:
+    loop = gang_loop(
+        node("n1", cpu="5"),
+        *(grouped(n, "train", cpu="2") for n in ("t0", "t1")),
+        *(grouped(n, "eval", cpu="1") for n in ("e0", "e1")),
+    )
+    await drain(loop)
+    assert bound(loop) == {}  # either gang fits alone (4 or 2 of 5 cpu), not both
+    assert loop.parts.view.assumed == {}
+    assert loop.parts.view.nodes.requested[0, 0] == 0
+    # train (first by creation) is placed, then eval finds 1 cpu left: both are taken back.
+    for member in ("t0", "e0"):
+        assert reasons(loop, member)[0].startswith(
+            "Gang default/train's gang group: Gang default/eval cannot be placed: 1 of the 2 "
+            "members it needs fit; default/e1: 0/1 nodes are available: 1 Insufficient cpu."
+        )
 
 
 async def test_a_podgroup_and_a_koordinator_gang_of_one_name_are_two_gangs() -> None:

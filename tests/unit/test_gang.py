@@ -217,9 +217,9 @@ def test_koordinator_annotations_describe_a_gang() -> None:
         (
             {
                 "gang.scheduling.koordinator.sh/min-available": "2",
-                "gang.scheduling.koordinator.sh/groups": '["team/a","team/b"]',
+                "gang.scheduling.koordinator.sh/groups": '["team/a","b"]',
             },
-            "groups is not supported",
+            'groups must be a JSON list of "namespace/name"',
         ),
         (
             {
@@ -250,3 +250,12 @@ def test_podgroupscheduled_is_written_only_when_it_says_something_new() -> None:
     placed = scheduled_condition(True, "Scheduled", "", 4, "2026-01-01T00:02:00Z")
     [_, now] = with_condition(first, placed) or []
     assert now["lastTransitionTime"] == "2026-01-01T00:02:00Z"
+
+
+def test_a_koordinator_gang_group_names_the_other_gangs_across_namespaces() -> None:
+    annotations = {
+        "gang.scheduling.koordinator.sh/name": "a",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+        "gang.scheduling.koordinator.sh/groups": '["team/a", "other/b", "team/c"]',
+    }
+    assert parse_gang("team", {}, annotations).group == ("other/b", "team/c")

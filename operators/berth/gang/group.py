@@ -47,6 +47,9 @@ class Gang:
     """What declares the gang: a PodGroup, or Koordinator's annotations (``Gang``)."""
     quorum_field: str = "minMember"
     """How its declaration names the minimum (kube-scheduler's PodGroup: ``minCount``)."""
+    group: tuple[str, ...] = ()
+    """The other gangs (``namespace/name``) it is placed with, all or none: Koordinator's
+    gang group."""
 
     @property
     def key(self) -> str:

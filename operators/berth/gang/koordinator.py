@@ -7,13 +7,15 @@ and changing nothing, since Berth places a gang whole at once and no member wait
 ``total-number``, ``mode`` (``Strict`` or ``NonStrict``: which waiting members a failure
 rejects), ``waiting-time``. ``match-policy`` ``waiting-and-running`` is how Berth counts
 (bound members count towards the minimum), and ``once-satisfied``, Koordinator's default,
-is read the same way; ``only-waiting`` is refused, and so are ``groups`` (gangs bound
-together across gangs). The first member by creation time speaks for the gang, as in
-Koordinator the first pod initialises it.
+is read the same way; ``only-waiting`` is refused. ``groups`` (a JSON list of
+``namespace/name``, across namespaces) makes a gang group: its gangs are placed in one
+attempt, each reaching its minimum, or none is. The first member by creation time speaks
+for the gang, as in Koordinator the first pod initialises it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from berth.gang.group import Gang
@@ -47,11 +49,7 @@ def parse_gang(namespace: str, labels: Mapping[str, str], annotations: Mapping[s
     name = gang_name(labels, annotations)
     if name is None:
         raise GangAnnotationError(f"annotation {NAME} is missing")
-    if annotations.get(GROUPS):
-        raise GangAnnotationError(
-            f"annotation {GROUPS} is not supported: Berth does not bind gangs of a gang "
-            "group together"
-        )
+    group = gang_group(namespace, name, annotations.get(GROUPS) or "")
     policy = annotations.get(MATCH_POLICY) or labels.get(LEGACY_MATCH_POLICY)
     if policy and policy not in MATCH_POLICIES:
         raise GangAnnotationError(
@@ -67,4 +65,22 @@ def parse_gang(namespace: str, labels: Mapping[str, str], annotations: Mapping[s
         raise GangAnnotationError(
             f"annotation {MIN_AVAILABLE} must be a whole number of at least 1, not {text!r}"
         )
-    return Gang(namespace, name, minimum, kind=KIND)
+    return Gang(namespace, name, minimum, kind=KIND, group=group)
+
+
+def gang_group(namespace: str, name: str, text: str) -> tuple[str, ...]:
+    """The other gangs of a gang's group, sorted (the gang itself may be listed or not)."""
+    if not text:
+        return ()
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list) or not all(
+        isinstance(item, str) and len(item.split("/")) == 2 and all(item.split("/"))
+        for item in listed
+    ):
+        raise GangAnnotationError(
+            f'annotation {GROUPS} must be a JSON list of "namespace/name", not {text!r}'
+        )
+    return tuple(sorted(set(listed) - {f"{namespace}/{name}"}))

@@ -305,6 +305,9 @@ class GroupMembers:
     bound: tuple[PodInfo, ...]
     # Pending members held back by scheduling gates: neither counted nor placed.
     gated: int = 0
+    # The other gangs of its gang group (Koordinator's groups annotation): all are placed
+    # in the same attempt, each reaching its minimum, or none is.
+    others: tuple[GroupMembers, ...] = ()
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from berth.gang.group import (
     quota_wait,
     still_needed,
 )
-from berth.gang.placement import Placed, Refused, place_all_or_nothing
+from berth.gang.placement import GangPlacement, Placed, Refused, place_all_or_nothing
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.framework import CycleState, GroupMembers, GroupPlugin
 from berth.scheduler.messages import FitError
@@ -75,6 +75,7 @@ def schedule_group(
     if all(m.uid != pod.uid for m in found.pending):
         return None  # not waiting as a member (being deleted): the single-pod cycle says so
     members = _taken(found, pod, queue, fwk)
+    members = replace(members, others=tuple(_taken(o, None, queue, fwk) for o in found.others))
     try:
         return _decide(cycle, group, members, pod, plugin, now)
     except Exception:
@@ -96,33 +97,43 @@ def _decide(
     fwk = cycle.framework
     gang = members.gang
     outcome = GroupOutcome(gang=gang, rejected_by=frozenset({plugin}))
-    wait = group.before_placing(members, now)
+    gangs = [members, *members.others]
+    wait = None
+    for each in gangs:
+        wait = group.before_placing(each, now)
+        speaker = pod if each is members else next(iter(each.pending), None)
+        if wait is None and speaker is not None:
+            asked = demand(
+                each.gang, [m.requests for m in each.pending], [m.requests for m in each.bound]
+            )
+            refusal = fwk.run_admit_group(speaker, asked)
+            if not refusal.ok:
+                wait = quota_wait(each.gang, refusal.message)
+                outcome.rejected_by |= {refusal.plugin}
+        if wait is not None:
+            if each is not members:
+                wait = replace(wait, message=f"{gang.title}'s gang group: {wait.message}")
+            break
     if wait is None:
-        asked = demand(
-            gang, [m.requests for m in members.pending], [m.requests for m in members.bound]
-        )
-        refusal = fwk.run_admit_group(pod, asked)
-        if not refusal.ok:
-            wait = quota_wait(gang, refusal.message)
-            outcome.rejected_by |= {refusal.plugin}
-    if wait is None:
-        wait = _place(cycle, members, outcome)
-        group.group_done(members, wait is None, now)
+        wait = _place(cycle, gangs, outcome)
+        for each in gangs:
+            group.group_done(each, wait is None, now)
     if wait is not None:
         outcome.wait = wait
-        outcome.waiting = [(m, wait.message) for m in members.pending]
+        outcome.waiting = [(m, wait.message) for each in gangs for m in each.pending]
     return outcome
 
 
 def _taken(
-    found: GroupMembers, pod: PodInfo, queue: SchedulingQueue, fwk: Framework
+    found: GroupMembers, pod: PodInfo | None, queue: SchedulingQueue, fwk: Framework
 ) -> GroupMembers:
-    """The gang with only the pending members this attempt holds: the pod itself and its
-    queued siblings (a gated member neither counts nor is placed, as upstream)."""
+    """The gang with only the pending members this attempt holds: the pod itself (when it
+    is of this gang) and its queued siblings (a gated member neither counts nor is placed,
+    as upstream)."""
     pending: list[PodInfo] = []
     gated = 0
     for member in found.pending:
-        if member.uid == pod.uid:
+        if pod is not None and member.uid == pod.uid:
             pending.append(member)
         elif not fwk.run_pre_enqueue(member).ok:
             gated += 1
@@ -131,8 +142,9 @@ def _taken(
     return replace(found, pending=tuple(pending), gated=gated)
 
 
-def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait | None:
-    """All or nothing on the view as it is: the wait when the gang cannot be placed."""
+def _place(cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome) -> Wait | None:
+    """All or nothing on the view as it is, gang after gang of a gang group: the wait when
+    one cannot be placed (then none is)."""
     fwk = cycle.framework
     view = fwk.view
     states: dict[str, CycleState] = {}
@@ -163,26 +175,43 @@ def _place(cycle: Cycle, members: GroupMembers, outcome: GroupOutcome) -> Wait |
         fwk.run_unreserve(states[placed.member.uid], placed.member, placed.node)
         view.forget(placed.member)
 
-    needed = still_needed(members.gang, len(members.bound))
-    result = place_all_or_nothing(members.pending, needed, place, undo)
-    outcome.rejected_by |= plugins
-    if not result.committed:
-        return result.wait(members.gang, lambda m: m.key)
-    for placed in result.placed:
-        states[placed.member.uid].group = (len(result.placed), needed)
-    for placed in result.placed:
-        status = fwk.run_permit(states[placed.member.uid], placed.member, placed.node)
-        if not status.ok:
+    def undo_all(done: list[GangPlacement[PodInfo]]) -> None:
+        for result in reversed(done):
             for each in reversed(result.placed):
                 undo(each)
-            outcome.rejected_by |= {status.plugin}
-            return Wait(
-                WaitReason.NO_PLACEMENT,
-                f"{members.gang.title} was refused at Permit: {placed.member.key}: "
-                f"{status.message}",
-            )
+
+    done: list[GangPlacement[PodInfo]] = []
+    for members in gangs:
+        needed = still_needed(members.gang, len(members.bound))
+        result = place_all_or_nothing(members.pending, needed, place, undo)
+        if not result.committed:
+            undo_all(done)
+            outcome.rejected_by |= plugins
+            wait = result.wait(members.gang, lambda m: m.key)
+            if members is not gangs[0]:
+                first = gangs[0].gang.title
+                wait = replace(wait, message=f"{first}'s gang group: {wait.message}")
+            return wait
+        done.append(result)
+    outcome.rejected_by |= plugins
+    for result in done:
+        for placed in result.placed:
+            states[placed.member.uid].group = (len(result.placed), result.needed)
+    for result, members in zip(done, gangs, strict=True):
+        for placed in result.placed:
+            status = fwk.run_permit(states[placed.member.uid], placed.member, placed.node)
+            if not status.ok:
+                undo_all(done)
+                outcome.rejected_by |= {status.plugin}
+                return Wait(
+                    WaitReason.NO_PLACEMENT,
+                    f"{members.gang.title} was refused at Permit: {placed.member.key}: "
+                    f"{status.message}",
+                )
     outcome.placed = [
-        MemberPlacement(p.member, states[p.member.uid], p.node) for p in result.placed
+        MemberPlacement(p.member, states[p.member.uid], p.node)
+        for result in done
+        for p in result.placed
     ]
-    outcome.waiting = [(r.member, r.reason) for r in result.refused]
+    outcome.waiting = [(r.member, r.reason) for result in done for r in result.refused]
     return None

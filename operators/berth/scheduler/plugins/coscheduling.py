@@ -19,6 +19,7 @@ rejection; no member waits here, so they are accepted and change nothing (said a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -149,6 +150,24 @@ class Coscheduling(Plugin):
         if key is None or pod.reservation is not None:
             return None  # a Reservation is not a gang member (docs/gang.md)
         self._tell_scheme(pod, key)
+        found = self._members_of(key, pod.scheduler_name, pod)
+        if not isinstance(found, GroupMembers) or not found.gang.group:
+            return found
+        # Koordinator's gang group: every gang of it is taken into the same attempt.
+        others: list[GroupMembers] = []
+        for other in found.gang.group:
+            more = self._members_of(KOORDINATOR_KEY + other, pod.scheduler_name, None)
+            if isinstance(more, Wait):
+                return Wait(more.reason, f"{found.gang.title}'s gang group: {more.message}")
+            if more is not None:
+                others.append(more)
+        return replace(found, others=tuple(others))
+
+    def _members_of(
+        self, key: str, scheduler: str, pod: PodInfo | None
+    ) -> GroupMembers | Wait | None:
+        """A gang's members by key: pending ones of this scheduler in the order they are
+        placed, and those on a node (``pod``, when given, is one of them)."""
         view = self.handle.view
         pending: list[PodInfo] = []
         bound: list[PodInfo] = []
@@ -158,11 +177,16 @@ class Coscheduling(Plugin):
                 continue
             if member.node_name or uid in view.assumed:
                 bound.append(member)
-            elif member.scheduler_name == pod.scheduler_name:
+            elif member.scheduler_name == scheduler:
                 pending.append(member)
         pending.sort(key=lambda p: (-p.priority, p.created, p.name))
         bound.sort(key=lambda p: p.name)
-        gang = self._gang(pod, key, [*pending, *bound])
+        members = [*pending, *bound]
+        speaker = pod if pod is not None else (members[0] if members else None)
+        if speaker is None:
+            name = key.removeprefix(KOORDINATOR_KEY)
+            return Wait(WaitReason.WAITING_FOR_MEMBERS, f"gang {name} has no members yet")
+        gang = self._gang(speaker, key, members)
         if gang is None or isinstance(gang, Wait):
             return gang
         return GroupMembers(gang, tuple(pending), tuple(bound))

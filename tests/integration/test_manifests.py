@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from kubernetes_asyncio.client import ApiClient, AuthorizationV1Api
 
@@ -13,10 +15,24 @@ AGENT = "system:serviceaccount:berth-system:berth-agent"
 
 
 @pytest.fixture(scope="module")
-def installed(kubeconfig_path: str) -> Kubectl:
+def installed(kubeconfig_path: str) -> Iterator[Kubectl]:
+    """The manifests applied; their workloads deleted after the module (CRDs and RBAC are
+    kept for the session). Left behind, the Deployment's Pending pods would be bound to kwok
+    nodes once the real node's kube-scheduler starts, and the in-cluster install would roll
+    out over them, its Service answering from pods that run nowhere."""
     kubectl = Kubectl(kubeconfig_path)
     kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests"))
-    return kubectl
+    yield kubectl
+    kubectl(
+        "-n",
+        "berth-system",
+        "delete",
+        "deployment/berth-controller",
+        "daemonset/berth-agent",
+        "--ignore-not-found",
+        "--wait=true",
+        timeout=120,
+    )
 
 
 def test_crds_become_established(installed: Kubectl) -> None:

@@ -99,7 +99,7 @@ def ensure_built(progress: Callable[[str], None] | None = None) -> Binaries:
     go = _check_go()
     say(
         "building the local cluster from Go modules: once per version of tools/localcluster "
-        "(about 5 minutes on a fresh machine; later runs reuse .cache/bin)"
+        "(about 10 minutes on a fresh 2-core machine; later runs reuse .cache/bin)"
     )
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=_ensure_dir(CACHE_DIR / "bin")))
     started = time.monotonic()

@@ -36,7 +36,7 @@ def play(ctx: Context) -> None:
             )
         ctx.say("each job needs 3 of the quota's 5 cpu: one is placed whole, the other waits")
         placed, waiting = _one_placed(console)
-        console.show("-n", NAMESPACE, "get", "podgroups")
+        console.show("-n", NAMESPACE, "get", "podgroups.scheduling.x-k8s.io")
         console.show("-n", NAMESPACE, "get", "pods", "-o", "wide")
         pending = next(p for p in _pods(console, waiting) if not node_of(p))["metadata"]["name"]
         report = console.show_plugin("berth", "why", pending, "-n", NAMESPACE)
@@ -52,7 +52,7 @@ def play(ctx: Context) -> None:
             return None if bound == WORKERS else f"{bound} of {waiting}'s workers bound"
 
         eventually(f"job {waiting} placed whole", whole, DECIDED)
-        console.show("-n", NAMESPACE, "get", "podgroups")
+        console.show("-n", NAMESPACE, "get", "podgroups.scheduling.x-k8s.io")
     finally:
         console.run("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
 

@@ -250,6 +250,7 @@ def test_podgroupscheduled_is_written_only_when_it_says_something_new() -> None:
     placed = scheduled_condition(True, "Scheduled", "", 4, "2026-01-01T00:02:00Z")
     [_, now] = with_condition(first, placed) or []
     assert now["lastTransitionTime"] == "2026-01-01T00:02:00Z"
+    assert with_condition([other, now], waiting) is None  # the first placement stands
 
 
 def test_a_koordinator_gang_group_names_the_other_gangs_across_namespaces() -> None:

@@ -90,11 +90,14 @@ def scheduled_condition(
 def with_condition(
     conditions: list[Mapping[str, Any]], condition: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
-    """The conditions with ``condition`` in place of the one of its type; None when that
-    one already says the same (nothing to write). Its transition time is kept when only
-    the reason or message changed."""
+    """The conditions with ``condition`` in place of the one of its type; None when there
+    is nothing to write: that one already says the same, or it is a True PodGroupScheduled
+    (like kube-scheduler, the first placement is not changed afterwards). Its transition
+    time is kept when only the reason or message changed."""
     others = [dict(c) for c in conditions if c.get("type") != condition["type"]]
     old = next((c for c in conditions if c.get("type") == condition["type"]), None)
+    if old is not None and old.get("type") == SCHEDULED and old.get("status") == "True":
+        return None
     same = ("status", "reason", "message", "observedGeneration")
     if old is not None and all(old.get(k) == condition.get(k) for k in same):
         return None

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.base import format_time
-from berth.gang.workload import SCHEDULED, with_condition
+from berth.gang.workload import with_condition
 from berth.kube.events import event_body
 from berth.kube.write import (
     EVENT,
@@ -245,13 +245,10 @@ class Writer:
         return await self.api.patch_status(RESERVATION, name, status, resource_version=version)
 
     async def pod_group_scheduled(self, group: dict[str, Any], condition: dict[str, Any]) -> None:
-        """Set the ``PodGroupScheduled`` condition of a kube-scheduler PodGroup, unless it
-        says so already; like kube-scheduler, a True condition (the first placement) is not
-        changed afterwards."""
+        """Set the ``PodGroupScheduled`` condition of a kube-scheduler PodGroup when
+        ``with_condition`` says there is something to write."""
         meta = group.get("metadata") or {}
         conditions = (group.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == SCHEDULED and c.get("status") == "True" for c in conditions):
-            return
         updated = with_condition(conditions, condition)
         if updated is None:
             return

@@ -149,6 +149,19 @@ async def _allowed(api: ApiClient, user: str, verb: str, resource: str, **extra:
         # The NodeMetric operator watches slo-controller-config in berth-system only.
         (CONTROLLER, "watch", "configmaps", {"namespace": "berth-system"}, True),
         (CONTROLLER, "list", "configmaps", {"namespace": "default"}, False),
+        # Koordinator's root, default and system quotas (quotaGroupNamespace).
+        (CONTROLLER, "create", "elasticquotas", {"group": "scheduling.sigs.k8s.io"}, True),
+        (CONTROLLER, "delete", "elasticquotas", {"group": "scheduling.sigs.k8s.io"}, False),
+        # kube-scheduler 1.36's PodGroup: watched, and its PodGroupScheduled condition set.
+        (CONTROLLER, "watch", "podgroups", {"group": "scheduling.k8s.io"}, True),
+        (
+            CONTROLLER,
+            "patch",
+            "podgroups",
+            {"group": "scheduling.k8s.io", "subresource": "status"},
+            True,
+        ),
+        (CONTROLLER, "patch", "podgroups", {"group": "scheduling.k8s.io"}, False),
         # The admission webhook: its own certificate Secret only, its own configuration.
         (
             CONTROLLER,

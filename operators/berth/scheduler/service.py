@@ -212,6 +212,7 @@ class Scheduler:
         flusher = asyncio.create_task(self._housekeeping(stop))
         events = asyncio.create_task(self.writer.send_events(stop))
         tasks = self.schedule_one.tasks
+        making: list[asyncio.Task[None]] = []
         try:
             await self.wait_synced()
             logger.info(
@@ -220,7 +221,8 @@ class Scheduler:
                 pods=len(self.view.pods),
                 profiles=list(self.profiles),
             )
-            await self._make_reserved_quotas()
+            # Off the scheduling path: the first binding does not wait for these writes.
+            making.append(asyncio.create_task(self._make_reserved_quotas()))
             stopping = asyncio.create_task(stop.wait())
             while not stop.is_set():
                 self.heartbeat.beat()
@@ -231,9 +233,11 @@ class Scheduler:
                     break
                 await self.schedule_one(popping.result())
         finally:
-            for task in [*watchers, flusher, events, *tasks]:
+            for task in [*watchers, flusher, events, *making, *tasks]:
                 task.cancel()
-            await asyncio.gather(*watchers, flusher, events, *tasks, return_exceptions=True)
+            await asyncio.gather(
+                *watchers, flusher, events, *making, *tasks, return_exceptions=True
+            )
 
     async def _make_reserved_quotas(self) -> None:
         """Koordinator's root, default and system ElasticQuotas in CapacityScheduling's
@@ -271,12 +275,12 @@ class Scheduler:
                 name=name,
             )
             return
-        except ApiException as err:
+        except Exception as err:  # in its own task: said here, or lost
             logger.error(
                 "making Koordinator's quota failed; it stays implicit",
                 namespace=namespace,
                 name=name,
-                error=api_message(err),
+                error=api_message(err) if isinstance(err, ApiException) else str(err),
             )
             return
         logger.info(

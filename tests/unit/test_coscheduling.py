@@ -10,9 +10,8 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.gang import workload
+from berth.gang import hold, workload
 from berth.kubectl.why import report
-from berth.scheduler import schedule_one
 from berth.scheduler.config import ConfigError, Profile, load, parse
 from berth.scheduler.framework import CycleState
 from berth.scheduler.metrics import SchedulerMetrics
@@ -277,6 +276,33 @@ async def test_a_large_gang_backs_off_and_smaller_pods_behind_it_are_placed() ->
     assert "failed recently and is backed off until" in reasons(loop, "g0")[-1]
 
 
+async def test_a_gang_short_by_no_more_than_the_reject_percentage_is_not_backed_off() -> None:
+    args = {"podGroupBackoffSeconds": 60, "podGroupRejectPercentage": 25}
+    loop = Loop(profile={**COSCHEDULING, "pluginConfig": [{"name": "Coscheduling", "args": args}]})
+    loop.parts.events.on_custom("PodGroup")("ADDED", pod_group("big", 4))
+    loop.parts.events.on_node("ADDED", node("n1", cpu="3"))
+    for name in ("g0", "g1", "g2", "g3"):
+        loop.parts.events.on_pod("ADDED", member(name, "big"))
+    await drain(loop)
+    assert "cannot be placed: 3 of the 4 members" in reasons(loop, "g0")[-1]
+    loop.queue.move_all()  # one member short of four is 25 %: tried again, not backed off
+    await drain(loop)
+    assert len(reasons(loop, "g0")) == 2
+    assert "cannot be placed: 3 of the 4 members" in reasons(loop, "g0")[-1]
+
+
+async def test_a_podgroups_timeout_is_its_hold_else_the_plugins_wait() -> None:
+    args = {"permitWaitingTimeSeconds": 20}
+    loop = Loop(profile={**COSCHEDULING, "pluginConfig": [{"name": "Coscheduling", "args": args}]})
+    plugin: Any = loop.parts.profile().framework.instances["Coscheduling"]
+    loop.parts.events.on_custom("PodGroup")("ADDED", pod_group("own", 1, scheduleTimeoutSeconds=5))
+    loop.parts.events.on_custom("PodGroup")("ADDED", pod_group("plain", 1))
+    for name, group in (("a", "own"), ("b", "plain")):
+        loop.parts.events.on_pod("ADDED", member(name, group))
+    assert plugin.group_of(info(member("a", "own"))).gang.wait_seconds == 5.0
+    assert plugin.group_of(info(member("b", "plain"))).gang.wait_seconds == 20.0
+
+
 async def test_members_beyond_min_member_are_placed_when_they_fit() -> None:
     loop = gang_loop(
         node("n1", cpu="3"),
@@ -341,7 +367,7 @@ async def test_gang_attempts_are_counted_under_kube_schedulers_names() -> None:
 async def test_a_members_failed_binding_retries_into_the_same_hold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(schedule_one, "GANG_BIND_RETRIES", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(hold, "FIRST_RETRY_SECONDS", 0.0)
     loop = gang_loop(
         node("n1", cpu="2"),
         *(member(n, "train") for n in "ab"),

@@ -3,7 +3,7 @@ on one snapshot, backoff per gang and the reasons a person reads."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -18,6 +18,7 @@ from berth.gang.group import (
     quota_wait,
     resource_gap,
 )
+from berth.gang.hold import GangHold, wait_seconds
 from berth.gang.koordinator import GangAnnotationError, parse_gang
 from berth.gang.placement import Placed, Refused, place_all_or_nothing
 from berth.gang.workload import scheduled_condition, with_condition
@@ -59,6 +60,9 @@ def test_a_gang_without_its_quorum_waits_and_says_how_many_exist() -> None:
     assert "2 of 3" in wait.message
     assert "team/train" in wait.message
     assert missing_members(GANG, 3) is None
+    declared = missing_members(replace(GANG, total=5), 2)
+    assert declared is not None
+    assert declared.message.endswith("2 of 3 (minMember) exist; the job declares 5 (total-number)")
 
 
 def test_the_quota_demand_is_the_members_needed_to_reach_min_member() -> None:
@@ -197,8 +201,15 @@ def test_koordinator_annotations_describe_a_gang() -> None:
         "gang.scheduling.koordinator.sh/match-policy": "waiting-and-running",
     }
     gang = parse_gang("team", {}, annotations)
-    assert gang == Gang("team", "train", 3, kind="Gang")
+    assert gang == Gang("team", "train", 3, kind="Gang", wait_seconds=30.0, strict=False, total=4)
     assert gang.title == "Gang team/train"
+    # Koordinator's defaults: Strict, the plugin's wait, total-number coerced up to min.
+    plain = parse_gang("team", {}, {**annotations, "gang.scheduling.koordinator.sh/mode": ""})
+    assert plain.strict
+    fewer = {**annotations, "gang.scheduling.koordinator.sh/total-number": "2"}
+    assert parse_gang("team", {}, fewer).total == 3
+    del annotations["gang.scheduling.koordinator.sh/waiting-time"]
+    assert parse_gang("team", {}, annotations).wait_seconds is None
     # The deprecated labels, in Koordinator's order: the label's name comes first.
     labels = {
         "pod-group.scheduling.sigs.k8s.io/name": "old",
@@ -227,6 +238,27 @@ def test_koordinator_annotations_describe_a_gang() -> None:
                 "gang.scheduling.koordinator.sh/match-policy": "only-waiting",
             },
             "'only-waiting' is not supported",
+        ),
+        (
+            {
+                "gang.scheduling.koordinator.sh/min-available": "2",
+                "gang.scheduling.koordinator.sh/waiting-time": "ten minutes",
+            },
+            "waiting-time: duration 'ten minutes' is malformed",
+        ),
+        (
+            {
+                "gang.scheduling.koordinator.sh/min-available": "2",
+                "gang.scheduling.koordinator.sh/mode": "strict",
+            },
+            "mode must be Strict or NonStrict, not 'strict'",
+        ),
+        (
+            {
+                "gang.scheduling.koordinator.sh/min-available": "2",
+                "gang.scheduling.koordinator.sh/total-number": "all",
+            },
+            "total-number must be a whole number of at least 1, not 'all'",
         ),
     ],
 )
@@ -260,3 +292,28 @@ def test_a_koordinator_gang_group_names_the_other_gangs_across_namespaces() -> N
         "gang.scheduling.koordinator.sh/groups": '["team/a", "other/b", "team/c"]',
     }
     assert parse_gang("team", {}, annotations).group == ("other/b", "team/c")
+
+
+def test_a_gang_holds_its_room_for_a_failing_member_until_its_wait_is_up() -> None:
+    hold = GangHold("team/train", deadline=100.0)
+    assert [hold.next_try(90.0, tries) for tries in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    assert hold.next_try(99.0, 5) == 1.0  # the last try at the deadline
+    assert hold.next_try(100.0, 0) is None
+
+
+def test_one_members_failure_gives_back_a_strict_gangs_room_only() -> None:
+    strict, lenient = GangHold("t/a", 100.0), GangHold("t/b", 100.0, strict=False)
+    strict.member_failed()
+    lenient.member_failed()
+    assert strict.next_try(0.0, 0) is None
+    assert lenient.next_try(0.0, 0) == 0.5
+
+
+@pytest.mark.parametrize(
+    ("declared", "default", "chosen"),
+    [(None, 60.0, 60.0), (0, 60.0, 60.0), (10, 60.0, 10.0), (3600, 60.0, 900.0)],
+)
+def test_the_wait_is_the_gangs_own_else_the_default_at_most_fifteen_minutes(
+    declared: float | None, default: float, chosen: float
+) -> None:
+    assert wait_seconds(declared, default) == chosen

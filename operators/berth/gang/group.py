@@ -50,6 +50,16 @@ class Gang:
     group: tuple[str, ...] = ()
     """The other gangs (``namespace/name``) it is placed with, all or none: Koordinator's
     gang group."""
+    wait_seconds: float | None = None
+    """How long a placement's room is held for members whose binding fails (gang/hold.py):
+    the gang's own (``scheduleTimeoutSeconds``, ``waiting-time``), None for the
+    plugin's ``permitWaitingTimeSeconds``."""
+    strict: bool = True
+    """One member's failed binding gives back its siblings' room too (Koordinator's
+    ``mode`` Strict; scheduler-plugins and kube-scheduler always)."""
+    total: int | None = None
+    """How many members the job declares (Koordinator's ``total-number``), said in its
+    reasons while it waits for members."""
 
     @property
     def key(self) -> str:
@@ -63,8 +73,14 @@ class Gang:
     @staticmethod
     def of(group: PodGroup) -> Gang:
         meta = group.metadata
-        minimum = group.spec.to_dict().get("minResources")
-        return Gang(meta.namespace or "", meta.name or "", group.quorum, resource_list(minimum))
+        spec = group.spec.to_dict()
+        return Gang(
+            meta.namespace or "",
+            meta.name or "",
+            group.quorum,
+            resource_list(spec.get("minResources")),
+            wait_seconds=spec.get("scheduleTimeoutSeconds"),
+        )
 
 
 def group_name(labels: Mapping[str, str]) -> str | None:
@@ -78,10 +94,11 @@ def missing_members(gang: Gang, present: int, gated: int = 0) -> Wait | None:
     if present >= gang.min_member:
         return None
     held = f", {gated} more held by scheduling gates" if gated else ""
+    declared = f"; the job declares {gang.total} (total-number)" if gang.total else ""
     return Wait(
         WaitReason.WAITING_FOR_MEMBERS,
         f"{gang.title} is waiting for members: {present} of {gang.min_member} "
-        f"({gang.quorum_field}) exist{held}",
+        f"({gang.quorum_field}) exist{held}{declared}",
     )
 
 

@@ -1,16 +1,20 @@
 """Koordinator's gang annotations (``gang.scheduling.koordinator.sh/*``) read onto the same
 gang as scheduler-plugins' PodGroup, with Koordinator's defaults.
 
-Honoured: ``name`` (or the deprecated label ``pod-group.scheduling.sigs.k8s.io/name``) and
-``min-available`` (or the deprecated label of that name), the gang's minimum. Accepted
-and changing nothing, since Berth places a gang whole at once and no member waits:
-``total-number``, ``mode`` (``Strict`` or ``NonStrict``: which waiting members a failure
-rejects), ``waiting-time``. ``match-policy`` ``waiting-and-running`` is how Berth counts
-(bound members count towards the minimum), and ``once-satisfied``, Koordinator's default,
-is read the same way; ``only-waiting`` is refused. ``groups`` (a JSON list of
-``namespace/name``, across namespaces) makes a gang group: its gangs are placed in one
-attempt, each reaching its minimum, or none is. The first member by creation time speaks
-for the gang, as in Koordinator the first pod initialises it.
+``name`` (or the deprecated label ``pod-group.scheduling.sigs.k8s.io/name``) and
+``min-available`` (or the deprecated label of that name) are the gang and its minimum.
+``waiting-time`` (a Go duration; absent or zero: the plugin's ``permitWaitingTimeSeconds``)
+is how long a placement's room is held for a member whose binding fails, and ``mode``
+(``Strict``, the default, or ``NonStrict``) whether one member's failure gives back its
+siblings' room too (gang/hold.py). ``total-number`` (at least the minimum, as Koordinator
+coerces it) is said in the gang's reasons while it waits for members. ``match-policy``
+``waiting-and-running`` is how Berth counts (bound members count towards the minimum),
+and ``once-satisfied``, Koordinator's default, is read the same way; ``only-waiting`` is
+refused. ``groups`` (a JSON list of ``namespace/name``, across namespaces) makes a gang
+group: its gangs are placed in one attempt, each reaching its minimum, or none is. A
+value Koordinator would quietly replace by its default is refused here with its key
+named. The first member by creation time speaks for the gang, as in Koordinator the
+first pod initialises it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from berth.api.duration import DurationError, parse_duration
 from berth.gang.group import Gang
 
 PREFIX = "gang.scheduling.koordinator.sh/"
@@ -25,6 +30,10 @@ NAME = PREFIX + "name"
 MIN_AVAILABLE = PREFIX + "min-available"
 GROUPS = PREFIX + "groups"
 MATCH_POLICY = PREFIX + "match-policy"
+TOTAL_NUMBER = PREFIX + "total-number"
+MODE = PREFIX + "mode"
+WAITING_TIME = PREFIX + "waiting-time"
+MODES = ("Strict", "NonStrict")
 LEGACY_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LEGACY_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
 LEGACY_MATCH_POLICY = "pod-group.scheduling.sigs.k8s.io/match-policy"
@@ -65,7 +74,47 @@ def parse_gang(namespace: str, labels: Mapping[str, str], annotations: Mapping[s
         raise GangAnnotationError(
             f"annotation {MIN_AVAILABLE} must be a whole number of at least 1, not {text!r}"
         )
-    return Gang(namespace, name, minimum, kind=KIND, group=group)
+    return Gang(
+        namespace,
+        name,
+        minimum,
+        kind=KIND,
+        group=group,
+        wait_seconds=_waiting_time(annotations.get(WAITING_TIME)),
+        strict=_mode(annotations.get(MODE)),
+        total=_total(annotations.get(TOTAL_NUMBER), minimum),
+    )
+
+
+def _waiting_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return parse_duration(text).total_seconds()
+    except DurationError as err:
+        raise GangAnnotationError(f"annotation {WAITING_TIME}: {err}") from err
+
+
+def _mode(text: str | None) -> bool:
+    """Strict unless the gang says NonStrict."""
+    if text and text not in MODES:
+        raise GangAnnotationError(f"annotation {MODE} must be Strict or NonStrict, not {text!r}")
+    return text != "NonStrict"
+
+
+def _total(text: str | None, minimum: int) -> int | None:
+    """The job's declared size; one below the minimum counts as the minimum."""
+    if not text:
+        return None
+    try:
+        total = int(text)
+    except ValueError:
+        total = 0
+    if total < 1:
+        raise GangAnnotationError(
+            f"annotation {TOTAL_NUMBER} must be a whole number of at least 1, not {text!r}"
+        )
+    return max(total, minimum)
 
 
 def gang_group(namespace: str, name: str, text: str) -> tuple[str, ...]:

@@ -28,6 +28,8 @@ VIEW_KIND: Final = f"{KIND}.{GROUP}"
 SCHEDULED: Final = "PodGroupScheduled"
 """The status condition kube-scheduler sets: True once placed, False with the reason why not."""
 FIELD: Final = "spec.schedulingGroup.podGroupName"
+WAIT_SECONDS: Final = 300.0
+"""kube-scheduler 1.36 holds a placed PodGroup's room for five minutes, not configurable."""
 
 
 class WorkloadGangError(ValueError):
@@ -68,7 +70,14 @@ def parse_gang(raw: Mapping[str, Any]) -> Gang | None:
             f"spec.schedulingPolicy.gang.minCount must be a whole number of at least 1, "
             f"not {text!r}"
         )
-    return Gang(namespace, name, text, kind=VIEW_KIND, quorum_field="minCount")
+    return Gang(
+        namespace,
+        name,
+        text,
+        kind=VIEW_KIND,
+        quorum_field="minCount",
+        wait_seconds=WAIT_SECONDS,
+    )
 
 
 def scheduled_condition(

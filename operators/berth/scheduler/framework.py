@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from berth.gang.group import Gang, Wait
+from berth.gang.hold import GangHold
 from berth.podresources import Resources
 from berth.scheduler.clusterevents import ClusterEventWithHint
 from berth.scheduler.nodetable import Ints, Mask, NodeTable
@@ -123,6 +124,8 @@ class CycleState:
     # The group cycle's count for a gang member: members placed together, and how many
     # the gang needs (None outside a group cycle).
     group: tuple[int, int] | None = None
+    # The gang member's hold: how long its room stays while its binding fails.
+    hold: GangHold | None = None
 
     def limit_nodes(self, rows: Mask, plugin: str) -> None:
         self.node_subset = rows if self.node_subset is None else self.node_subset & rows
@@ -326,8 +329,11 @@ class GroupPlugin(Protocol):
         the cluster), or None."""
         ...
 
-    def group_done(self, members: GroupMembers, placed: bool, now: float) -> None:
-        """The attempt's outcome: a gang not placed backs off."""
+    def group_done(
+        self, members: GroupMembers, placed: bool, unassigned: float, now: float
+    ) -> None:
+        """The attempt's outcome (``unassigned``: the share of the minimum of the gang
+        that failed which did not fit): a gang not placed may back off."""
         ...
 
 

@@ -25,6 +25,7 @@ from berth.gang.group import (
     quota_wait,
     still_needed,
 )
+from berth.gang.hold import GangHold
 from berth.gang.placement import GangPlacement, Placed, Refused, place_all_or_nothing
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.framework import CycleState, GroupMembers, GroupPlugin
@@ -56,6 +57,8 @@ class GroupOutcome:
     rejected_by: frozenset[str] = frozenset()
     wait: Wait | None = None
     gang: Gang | None = None
+    unassigned: float = 0.0
+    """Of the gang that could not be placed, the share of its minimum that did not fit."""
 
 
 def schedule_group(
@@ -115,9 +118,9 @@ def _decide(
                 wait = replace(wait, message=f"{gang.title}'s gang group: {wait.message}")
             break
     if wait is None:
-        wait = _place(cycle, gangs, outcome)
+        wait = _place(cycle, gangs, outcome, now)
         for each in gangs:
-            group.group_done(each, wait is None, now)
+            group.group_done(each, wait is None, outcome.unassigned, now)
     if wait is not None:
         outcome.wait = wait
         outcome.waiting = [(m, wait.message) for each in gangs for m in each.pending]
@@ -142,7 +145,9 @@ def _taken(
     return replace(found, pending=tuple(pending), gated=gated)
 
 
-def _place(cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome) -> Wait | None:
+def _place(
+    cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome, now: float
+) -> Wait | None:
     """All or nothing on the view as it is, gang after gang of a gang group: the wait when
     one cannot be placed (then none is)."""
     fwk = cycle.framework
@@ -187,6 +192,8 @@ def _place(cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome) -> Wa
         if not result.committed:
             undo_all(done)
             outcome.rejected_by |= plugins
+            minimum = members.gang.min_member
+            outcome.unassigned = (minimum - len(members.bound) - len(result.placed)) / minimum
             wait = result.wait(members.gang, lambda m: m.key)
             if members is not gangs[0]:
                 first = gangs[0].gang.title
@@ -194,15 +201,19 @@ def _place(cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome) -> Wa
             return wait
         done.append(result)
     outcome.rejected_by |= plugins
-    for result in done:
+    for result, members in zip(done, gangs, strict=True):
+        gang = members.gang
+        hold = GangHold(gang.key, now + (gang.wait_seconds or 0.0), gang.strict)
         for placed in result.placed:
             states[placed.member.uid].group = (len(result.placed), result.needed)
+            states[placed.member.uid].hold = hold
     for result, members in zip(done, gangs, strict=True):
         for placed in result.placed:
             status = fwk.run_permit(states[placed.member.uid], placed.member, placed.node)
             if not status.ok:
                 undo_all(done)
                 outcome.rejected_by |= {status.plugin}
+                outcome.unassigned = 1.0
                 return Wait(
                     WaitReason.NO_PLACEMENT,
                     f"{members.gang.title} was refused at Permit: {placed.member.key}: "

@@ -39,9 +39,6 @@ from berth.scheduler.writer import Writer, now
 
 logger = log.get(__name__)
 
-# Seconds before each new try of a gang member's failed binding, on the node it holds.
-GANG_BIND_RETRIES = (0.5, 1.0, 2.0)
-
 
 @dataclass
 class Profile:
@@ -188,9 +185,11 @@ class ScheduleOne:
     ) -> None:
         status = await self._bind(fwk, state, pod, node)
         # A gang member's failed binding retries into the same hold (still assumed there,
-        # its quota still charged) rather than leaving its gang short of a member.
-        for delay in GANG_BIND_RETRIES if state.group is not None else ():
-            if status.ok or self.view.assumed.get(pod.uid) != node:
+        # its quota still charged) until the gang's wait is up (gang/hold.py).
+        hold, tries = state.hold, 0
+        while not status.ok and hold is not None and self.view.assumed.get(pod.uid) == node:
+            delay = hold.next_try(time.time(), tries)
+            if delay is None:
                 break
             logger.info(
                 "gang member's binding retried",
@@ -198,8 +197,12 @@ class ScheduleOne:
                 name=pod.name,
                 node=node,
                 error=status.message,
+                retry_in=round(delay, 2),
             )
             await asyncio.sleep(delay)
+            tries += 1
+            if hold.released:
+                break
             status = await self._bind(fwk, state, pod, node)
         if status.ok:
             self.queue.done(pod.uid)
@@ -214,6 +217,8 @@ class ScheduleOne:
             node=node,
             error=status.message,
         )
+        if hold is not None:
+            hold.member_failed()
         fwk.run_unreserve(state, pod, node)
         self._forget(pod)
         self.queue.retry(pod)

@@ -12,8 +12,11 @@ the placement only if minMember fit, so nothing ever waits at Permit. Permit ans
 once: a member passes only as part of a placement that reached its gang's number.
 
 The args are upstream's, defaulted and validated as upstream. ``permitWaitingTimeSeconds``
-and ``podGroupRejectPercentage`` govern members waiting at Permit and their optimistic
-rejection; no member waits here, so they are accepted and change nothing (said at start).
+(below a PodGroup's ``scheduleTimeoutSeconds`` or Koordinator's ``waiting-time``) is how
+long a placement's room is held for a member whose binding fails (gang/hold.py), as
+upstream holds assumed members at Permit. ``podGroupRejectPercentage`` decides, as in
+upstream's PostFilter, whether a gang that could not be placed is backed off: not when
+the members that did not fit are at most that share of its minimum.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from berth.gang.group import (
     missing_members,
     resource_gap,
 )
+from berth.gang.hold import wait_seconds
 from berth.podresources import Resources, add
 from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
 from berth.scheduler.framework import (
@@ -103,14 +107,8 @@ class Coscheduling(Plugin):
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
         self.config = CoschedulingArgs.parse(args)
-        for waiting in ("permitWaitingTimeSeconds", "podGroupRejectPercentage"):
-            if waiting in args:
-                logger.info(
-                    f"{waiting} is accepted and changes nothing: Berth places a gang whole "
-                    "at once, so no member waits at Permit",
-                    namespace=None,
-                    name=self.name,
-                )
+        # upstream: a wait of 0 falls back to 60 s
+        self.wait_seconds = wait_seconds(self.config.permit_waiting_time_seconds, 60.0)
         self.backoff = GangBackoff(self.config.pod_group_backoff_seconds)
         # Gang key (namespace/name) -> uids of the pods labelled with it; uid -> its key.
         self._members: dict[str, set[str]] = {}
@@ -189,6 +187,7 @@ class Coscheduling(Plugin):
         gang = self._gang(speaker, key, members)
         if gang is None or isinstance(gang, Wait):
             return gang
+        gang = replace(gang, wait_seconds=wait_seconds(gang.wait_seconds, self.wait_seconds))
         return GroupMembers(gang, tuple(pending), tuple(bound))
 
     def _tell_scheme(self, pod: PodInfo, key: str) -> None:
@@ -252,10 +251,15 @@ class Coscheduling(Plugin):
             return resource_gap(gang, self._free(members))
         return None
 
-    def group_done(self, members: GroupMembers, placed: bool, now: float) -> None:
+    def group_done(
+        self, members: GroupMembers, placed: bool, unassigned: float, now: float
+    ) -> None:
+        """A gang placed is no longer backed off; one not placed is, unless the members
+        short of its minimum are within ``podGroupRejectPercentage`` of it (upstream's
+        "small gap": the next event may well complete it)."""
         if placed:
             self.backoff.placed(members.gang.key)
-        else:
+        elif unassigned > self.config.pod_group_reject_percentage / 100:
             self.backoff.failed(members.gang.key, now)
 
     def _free(self, members: GroupMembers) -> Resources:

@@ -21,7 +21,7 @@ from berth.scheduler.registry import build
 from berth.scheduler.reservations import ReservationBook
 from berth.scheduler.view import ClusterView
 from tests.unit.scheduler_fixtures import Json, info, node
-from tests.unit.test_schedule_one import Loop, berth_pod
+from tests.unit.test_schedule_one import Loop, berth_pod, reservation
 
 COSCHEDULING = {
     "schedulerName": "berth-scheduler",
@@ -727,3 +727,66 @@ async def test_a_gang_s_demand_is_checked_against_its_tree_quota_once() -> None:
     [why, *_] = reasons(loop, "a")
     assert why.startswith("PodGroup default/train is waiting for quota for its 3 members: ")
     assert "team" in why
+
+
+# -- Reservations as gang members ---------------------------------------------------------
+
+GANG_AND_RESERVATION = {
+    "schedulerName": "berth-scheduler",
+    "plugins": {"multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "Reservation"}]}},
+}
+
+
+def member_reservation(name: str, gang: str, cpu: str = "1") -> Json:
+    """A Reservation of the gang by Koordinator's annotations on the Reservation itself."""
+    raw = reservation(name, cpu)
+    raw["metadata"]["annotations"] = {
+        "gang.scheduling.koordinator.sh/name": gang,
+        "gang.scheduling.koordinator.sh/min-available": "3",
+    }
+    raw["spec"]["template"]["metadata"] = {"namespace": "default"}
+    return raw
+
+
+def placed_reservations(loop: Loop) -> dict[str, str]:
+    return {
+        c[1][0]: c[1][1]["nodeName"]
+        for c in loop.writer.calls
+        if c[0] == "reservation_status" and c[1][1].get("phase") == "Available"
+    }
+
+
+async def test_a_reservation_is_a_gang_member_placed_with_the_pods_all_or_nothing() -> None:
+    loop = Loop(profile=GANG_AND_RESERVATION)
+    loop.parts.events.on_node("ADDED", node("n1", cpu="2"))
+    loop.parts.events.on_custom("Reservation")("ADDED", member_reservation("r", "train"))
+    loop.parts.events.on_pod("ADDED", koordinator_member("a", "train", minimum="3"))
+    await drain(loop)
+    # Two members of three exist (the Reservation counts): nothing placed, the Reservation
+    # says why as the pod does.
+    assert placed_reservations(loop) == {}
+    assert bound(loop) == {}
+    said = [c[1] for c in loop.writer.calls if c[0] == "event" and c[1][0] == "Reservation"]
+    assert "Gang default/train is waiting for members: 2 of 3" in said[-1][3]
+    loop.parts.events.on_pod("ADDED", koordinator_member("b", "train", minimum="3"))
+    await drain(loop)
+    # Three members on two cpus: none fits whole, nothing held by the Reservation either.
+    assert placed_reservations(loop) == {}
+    assert bound(loop) == {}
+    assert loop.parts.view.nodes.requested[0, 0] == 0
+    loop.parts.events.on_node("ADDED", node("n2", cpu="2"))
+    await drain(loop)
+    assert len(bound(loop)) == 2
+    assert list(placed_reservations(loop)) == ["r"]
+
+
+async def test_a_placed_reservation_counts_towards_its_gangs_minimum() -> None:
+    loop = Loop(profile=GANG_AND_RESERVATION)
+    loop.parts.events.on_node("ADDED", node("n1", cpu="4"))
+    held = member_reservation("r", "train")
+    held["status"] = {"phase": "Available", "nodeName": "n1"}
+    loop.parts.events.on_custom("Reservation")("ADDED", held)
+    for name in "ab":
+        loop.parts.events.on_pod("ADDED", koordinator_member(name, "train", minimum="3"))
+    await drain(loop)
+    assert sorted(bound(loop)) == ["a", "b"]  # 2 pending + the Reservation placed = 3

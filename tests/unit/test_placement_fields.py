@@ -132,12 +132,13 @@ def test_koordinators_podgroup_is_refused_by_name() -> None:
     )
 
 
-def test_a_reservation_naming_a_gang_is_refused_by_name() -> None:
+def test_a_reservation_naming_a_gang_needs_coscheduling_as_a_pod_does() -> None:
     env = make_env(node("n1"))
     template = info(pod("r", "100m", labels={"scheduling.x-k8s.io/pod-group": "train"}))
     template.reservation = {"metadata": {"name": "r"}}
     state = CycleState()
     status = env.plugins.run_pre_filter(state, template)
     assert status.message == (
-        "label scheduling.x-k8s.io/pod-group: a Reservation is not a gang member in Berth"
+        "label scheduling.x-k8s.io/pod-group: profile berth-scheduler has no Coscheduling "
+        "plugin to place the pod with its gang"
     )

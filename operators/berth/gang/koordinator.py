@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping
 
 from berth.api.duration import DurationError, parse_duration
+from berth.api.podgroup import POD_GROUP_LABEL
 from berth.gang.group import Gang
 
 PREFIX = "gang.scheduling.koordinator.sh/"
@@ -45,6 +46,19 @@ KIND = "Gang"
 
 class GangAnnotationError(ValueError):
     """The pod's gang annotations cannot be honoured; the message names the key."""
+
+
+def member_keys(
+    labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations that make an object a gang member, in either label or
+    annotation scheme: what a Reservation's own metadata lends the pod it is placed as
+    (Koordinator's reserve pod carries the Reservation's labels and annotations)."""
+    names = (POD_GROUP_LABEL, LEGACY_NAME, LEGACY_MIN_AVAILABLE, LEGACY_MATCH_POLICY)
+    return (
+        {k: v for k, v in labels.items() if k in names or k == PODGROUP_LABEL},
+        {k: v for k, v in annotations.items() if k.startswith(PREFIX)},
+    )
 
 
 def gang_name(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:

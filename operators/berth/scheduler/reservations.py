@@ -18,6 +18,7 @@ from typing import Any
 
 from berth import log
 from berth.api.reservation import Reservation, ReservationPhase
+from berth.gang.koordinator import member_keys
 from berth.podresources import Resources, resource_list
 from berth.reservation.matching import facts_of, is_owner
 from berth.reservation.owners import owner_pod
@@ -35,7 +36,14 @@ def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]
     """The pod a reservation is placed as: its template, named and identified after it."""
     meta = obj.get("metadata") or {}
     template = (obj.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
     spec = dict(template.get("spec") or {})
+    # Gang keys on the template or on the Reservation itself (which wins, as Koordinator's
+    # reserve pod takes both) make it a member of that gang; no other annotation is read.
+    gang_labels, gang_annotations = member_keys(
+        meta.get("labels") or {},
+        {**dict(template_meta.get("annotations") or {}), **dict(meta.get("annotations") or {})},
+    )
     if "priority" not in spec and spec.get("priorityClassName") in priority_classes:
         spec["priority"] = priority_classes[spec["priorityClassName"]].get("value", 0)
     raw = {
@@ -45,10 +53,11 @@ def template_pod(obj: dict[str, Any], priority_classes: dict[str, dict[str, Any]
             "name": meta.get("name", ""),
             # Koordinator's reading: the template's namespace, else "default" (so the
             # template's pod (anti-)affinity and spread terms see the pods they name).
-            "namespace": (template.get("metadata") or {}).get("namespace") or "default",
+            "namespace": template_meta.get("namespace") or "default",
             "uid": meta.get("uid", ""),
             "creationTimestamp": meta.get("creationTimestamp"),
-            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+            "labels": {**dict(template_meta.get("labels") or {}), **gang_labels},
+            "annotations": gang_annotations,
         },
         "spec": spec,
         "status": {},

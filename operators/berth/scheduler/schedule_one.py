@@ -121,7 +121,10 @@ class ScheduleOne:
         gang = outcome.gang
         for pod, message in outcome.waiting:
             self.queue.unschedulable(pod, outcome.rejected_by)
-            self._spawn(self._report_unschedulable(pod, message, False))
+            if pod.reservation is not None:
+                self._spawn(self.placement.unschedulable(pod, message))
+            else:
+                self._spawn(self._report_unschedulable(pod, message, False))
             if outcome.wait is not None:
                 key = gang.title if gang is not None else ""
                 nodes = self.view.nodes.count

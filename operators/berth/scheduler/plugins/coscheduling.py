@@ -32,6 +32,9 @@ from pydantic.alias_generators import to_camel
 from berth import log
 from berth.api.base import format_time
 from berth.api.podgroup import CRD, POD_GROUP_LABEL, PodGroup
+from berth.api.reservation import GROUP as RESERVATION_GROUP
+from berth.api.reservation import TERMINAL_PHASES
+from berth.api.reservation import VERSION as RESERVATION_VERSION
 from berth.gang import koordinator, workload
 from berth.gang.backoff import GangBackoff
 from berth.gang.group import (
@@ -56,10 +59,13 @@ from berth.scheduler.framework import (
     unschedulable,
 )
 from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.reservations import KIND as RESERVATION
+from berth.scheduler.reservations import template_pod
 
 logger = log.get(__name__)
 
 NAME = "Coscheduling"
+RESERVATION_API = f"{RESERVATION_GROUP}/{RESERVATION_VERSION}"
 POD_GROUP = CRD.kind
 KOORDINATOR_KEY = "koordinator:"
 WORKLOAD_KEY = "workload:"
@@ -102,7 +108,7 @@ class CoschedulingArgs(BaseModel):
 
 class Coscheduling(Plugin):
     name = NAME
-    consumes = frozenset({POD})
+    consumes = frozenset({POD, RESERVATION})
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
@@ -113,10 +119,15 @@ class Coscheduling(Plugin):
         # Gang key (namespace/name) -> uids of the pods labelled with it; uid -> its key.
         self._members: dict[str, set[str]] = {}
         self._gang_of: dict[str, str] = {}
+        # Reservations that are gang members (their gang keys on them or their template),
+        # as the pods they are placed as: pending ones, or placed ones counted as bound.
+        self._reservations: dict[str, PodInfo] = {}
         # Pods told which of two gang schemes decides for them.
         self._told: set[str] = set()
         for pod in handle.view.pods.values():
             self.on_event(POD, "ADDED", pod)
+        for raw in handle.view.custom.get(RESERVATION, {}).values():
+            self.on_event(RESERVATION, "ADDED", raw)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         """A PodGroup made or changed (its minMember lowered); room freed for a gang the
@@ -126,11 +137,23 @@ class Coscheduling(Plugin):
             on(workload.VIEW_KIND, ActionType.ADD | ActionType.UPDATE_OTHER),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
+            on(RESERVATION, ActionType.DELETE),
         )
 
     def on_event(self, kind: str, event: str, obj: Any) -> None:
-        """Keeps the members of each gang, in the pods' namespace."""
-        pod: PodInfo = obj
+        """Keeps the members of each gang, in the pods' namespace (a Reservation's: its
+        template's)."""
+        if kind == RESERVATION:
+            pod = template_pod(obj, self.handle.view.priority_classes)
+            phase = (obj.get("status") or {}).get("phase")
+            if event == "DELETED" or phase in TERMINAL_PHASES or pod.uid == "":
+                self._reservations.pop(pod.uid, None)
+                event = "DELETED"
+            else:
+                pod.deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+                self._reservations[pod.uid] = pod
+        else:
+            pod = obj
         before = self._gang_of.pop(pod.uid, None)
         if before is not None:
             self._members[before].discard(pod.uid)
@@ -145,8 +168,8 @@ class Coscheduling(Plugin):
 
     def group_of(self, pod: PodInfo) -> GroupMembers | Wait | None:
         key = _gang_key(pod)
-        if key is None or pod.reservation is not None:
-            return None  # a Reservation is not a gang member (docs/gang.md)
+        if key is None:
+            return None
         self._tell_scheme(pod, key)
         found = self._members_of(key, pod.scheduler_name, pod)
         if not isinstance(found, GroupMembers) or not found.gang.group:
@@ -169,13 +192,16 @@ class Coscheduling(Plugin):
         view = self.handle.view
         pending: list[PodInfo] = []
         bound: list[PodInfo] = []
+        held = self.handle.reservations.held
         for uid in self._members.get(key, ()):
-            member = view.pods.get(uid)
+            member = view.pods.get(uid) or self._reservations.get(uid)
             if member is None or member.terminal or member.deleting:
                 continue
-            if member.node_name or uid in view.assumed:
+            if member.node_name or uid in view.assumed or uid in held:
                 bound.append(member)
-            elif member.scheduler_name == scheduler:
+            elif member.scheduler_name == scheduler or (
+                member.reservation is not None and not member.scheduler_name
+            ):
                 pending.append(member)
         pending.sort(key=lambda p: (-p.priority, p.created, p.name))
         bound.sort(key=lambda p: p.name)
@@ -200,13 +226,15 @@ class Coscheduling(Plugin):
             return
         self._told.add(pod.uid)
         (_, used), *others = named
+        reservation = pod.reservation
         writer.event(
-            pod.raw,
-            "Pod",
+            pod.raw if reservation is None else reservation,
+            "Pod" if reservation is None else RESERVATION,
             "GangScheme",
             f"the pod is a member of {used}; its "
             f"{' and its '.join(said for _, said in others)} "
             f"{'is' if len(others) == 1 else 'are'} not used",
+            api_version="v1" if reservation is None else RESERVATION_API,
         )
 
     def _gang(self, pod: PodInfo, key: str, members: list[PodInfo]) -> Gang | Wait | None:
@@ -277,7 +305,7 @@ class Coscheduling(Plugin):
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """A member passes only within a placement of its gang that reached the number."""
         key = _gang_key(pod)
-        if key is None or pod.reservation is not None:
+        if key is None:
             return SUCCESS
         basic = key.startswith(WORKLOAD_KEY) and self._gang(pod, key, []) is None
         if state.group is None and basic:

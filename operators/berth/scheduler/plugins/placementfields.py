@@ -127,7 +127,6 @@ KOORDINATOR_PODGROUP = (
 NO_COSCHEDULING = (
     "{keys}: profile {profile} has no Coscheduling plugin to place the pod with its gang"
 )
-RESERVATION_GANG = "{keys}: a Reservation is not a gang member in Berth"
 
 
 def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
@@ -136,15 +135,13 @@ def refusals(spec: dict[str, Any]) -> tuple[str, ...]:
 
 
 def gang_refusals(pod: PodInfo, profile: str, grouping: bool) -> tuple[str, ...]:
-    """A gang Berth would place as single pods: Koordinator's PodGroup, any gang in a
-    profile without Coscheduling, or a Reservation's template naming a gang."""
+    """A gang Berth would place as single pods: Koordinator's PodGroup, or any gang (a
+    Reservation's too) in a profile without Coscheduling."""
     found = [KOORDINATOR_PODGROUP] if koordinator.PODGROUP_LABEL in pod.labels else []
     keys = [workload.FIELD] if workload.group_name(pod.raw.get("spec") or {}) else []
     keys += [f"label {k}" for k in (POD_GROUP_LABEL, koordinator.LEGACY_NAME) if k in pod.labels]
     keys += [f"annotation {k}" for k in pod.annotations if k.startswith(koordinator.PREFIX)]
-    if keys and pod.reservation is not None:
-        found.append(RESERVATION_GANG.format(keys=", ".join(keys)))
-    elif keys and not grouping:
+    if keys and not grouping:
         found.append(NO_COSCHEDULING.format(keys=", ".join(keys), profile=profile))
     return tuple(found)
 

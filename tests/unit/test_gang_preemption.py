@@ -181,9 +181,15 @@ async def test_a_gang_is_no_victim_when_one_of_its_members_may_not_be() -> None:
 
 
 async def test_a_gang_waits_for_its_victims_and_does_not_preempt_again_meanwhile() -> None:
+    """Nor is it backed off while they leave: the last one gone, it is placed at once."""
+    backoff = [{"name": "Coscheduling", "args": {"podGroupBackoffSeconds": 600}}]
+    loop = Loop(profile={**COSCHEDULING, "pluginConfig": backoff})
+    loop.parts.events.on_custom("PodGroup")("ADDED", pod_group("hi", 3))
     lows = [running(f"low-{i}", f"n{i}") for i in range(1, 4)]
-    members = [high(f"hi-{i}") for i in range(3)]
-    loop = gang_loop(*nodes(3), *lows, *members, groups=(pod_group("hi", 3),))
+    for obj in nodes(3):
+        loop.parts.events.on_node("ADDED", obj)
+    for raw in (*lows, *(high(f"hi-{i}") for i in range(3))):
+        loop.parts.events.on_pod("ADDED", raw)
     await drain(loop)
     assert len(calls(loop, "evict")) == 3
     loop.parts.events.on_pod("DELETED", lows[0])  # one gone, two still leaving
@@ -192,6 +198,10 @@ async def test_a_gang_waits_for_its_victims_and_does_not_preempt_again_meanwhile
     assert bound(loop) == {}
     *_, why = reasons(loop, "hi-0")
     assert "preemption: PodGroup default/hi waits for the pods it preempted to leave" in why
+    for raw in lows[1:]:
+        loop.parts.events.on_pod("DELETED", raw)
+    await drain(loop)
+    assert sorted(bound(loop)) == ["hi-0", "hi-1", "hi-2"]
 
 
 async def test_a_pod_of_the_gangs_own_priority_is_no_victim() -> None:
@@ -241,22 +251,3 @@ async def test_with_story_1_each_member_gets_a_reservation_before_any_eviction()
         c["spec"]["owners"][0]["object"]["name"] for c in calls(loop, "create_reservation")
     )
     assert owners == ["hi-0", "hi-1"]
-
-
-async def test_a_gang_that_preempted_is_not_backed_off() -> None:
-    """Its victims leaving is what it waits for: a backoff would keep it from the room
-    held for it until an unrelated event came after the backoff."""
-    backoff = [{"name": "Coscheduling", "args": {"podGroupBackoffSeconds": 600}}]
-    loop = Loop(profile={**COSCHEDULING, "pluginConfig": backoff})
-    loop.parts.events.on_custom("PodGroup")("ADDED", pod_group("hi", 2))
-    low = [running("low-1", "n1"), running("low-2", "n2")]
-    for obj in nodes(2):
-        loop.parts.events.on_node("ADDED", obj)
-    for raw in (*low, high("hi-0"), high("hi-1")):
-        loop.parts.events.on_pod("ADDED", raw)
-    await drain(loop)
-    assert sorted(calls(loop, "evict")) == ["low-1", "low-2"]
-    for raw in low:
-        loop.parts.events.on_pod("DELETED", raw)
-    await drain(loop)
-    assert sorted(bound(loop)) == ["hi-0", "hi-1"]

@@ -58,6 +58,8 @@ class GroupOutcome:
     wait: Wait | None = None
     gang: Gang | None = None
     preemption: GangPreemption | None = None
+    # Its preemption decided now or earlier, the victims leaving: no backoff meanwhile.
+    preempting: bool = False
 
 
 def schedule_group(
@@ -122,7 +124,7 @@ def _decide(
             wait = _preempt(cycle, gangs, outcome, wait)
         # A gang that preempted is not backed off: it is placed once its victims are gone.
         for each in gangs:
-            group.group_done(each, wait is None or outcome.preemption is not None, now)
+            group.group_done(each, wait is None or outcome.preempting, now)
     if wait is not None:
         outcome.wait = wait
         outcome.waiting = [(m, wait.message) for each in gangs for m in each.pending]
@@ -137,12 +139,14 @@ def _preempt(cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome, wai
         return replace(wait, message=f"{wait.message}; preemption: a gang group does not preempt")
     members = gangs[0]
     decided = plan(cycle, members, still_needed(members.gang, len(members.bound)))
+    outcome.preempting = members.gang.key in cycle.preempting
     if isinstance(decided, str):
         return replace(wait, message=f"{wait.message}; {decided}") if decided else wait
     outcome.preemption = decided
     for member, node in decided.nominated:
         cycle.framework.view.nominate(member, node)
     cycle.preempting[members.gang.key] = frozenset(e.fact.uid for e in decided.evictions)
+    outcome.preempting = True
     return replace(wait, message=f"{wait.message}; {decided.message}")
 
 

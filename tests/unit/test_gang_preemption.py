@@ -127,6 +127,19 @@ async def test_a_gang_that_does_not_fit_evicts_lower_priority_pods_and_is_bound_
     assert bound(loop) == nominated  # whole, each where its victim made room
 
 
+async def test_a_lower_priority_pods_nomination_to_a_members_node_is_dropped() -> None:
+    waiting = berth_pod("waiting", "2", priority=50)
+    waiting["spec"]["schedulerName"] = "another-scheduler"  # only its nomination counts here
+    waiting["status"] = {"nominatedNodeName": "n1"}
+    loop = gang_loop(
+        *nodes(1), running("low", "n1"), waiting, high("hi-0"), groups=(pod_group("hi", 1),)
+    )
+    await drain(loop)
+    assert calls(loop, "evict") == ["low"]
+    assert ("waiting", "") in calls(loop, "nominate")
+    assert "uid-default-waiting" not in loop.parts.view.nominated
+
+
 async def test_a_gang_whose_quorum_would_not_fit_evicts_nothing_and_says_why() -> None:
     lows = [running("low-1", "n1"), running("low-2", "n2")]
     above = running("above", "n3", priority=200)  # of higher priority than the gang: stays
@@ -251,3 +264,18 @@ async def test_with_story_1_each_member_gets_a_reservation_before_any_eviction()
         c["spec"]["owners"][0]["object"]["name"] for c in calls(loop, "create_reservation")
     )
     assert owners == ["hi-0", "hi-1"]
+
+
+async def test_a_gang_nominated_where_pods_are_still_being_preempted_does_not_preempt() -> None:
+    """As after a restart: nothing but the cluster says that the gang preempted already."""
+    preempted = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    leaving = berth_pod("leaving", "2", node_name="n1", deleting=True, conditions=(preempted,))
+    members = [high(f"hi-{i}") for i in range(2)]
+    members[0]["status"] = {"nominatedNodeName": "n1"}
+    loop = gang_loop(
+        *nodes(2), leaving, running("low", "n2"), *members, groups=(pod_group("hi", 2),)
+    )
+    await drain(loop)
+    assert calls(loop, "evict") == []
+    [why, *_] = reasons(loop, "hi-0")
+    assert "waits for the pods it preempted to leave: default/leaving" in why

@@ -102,7 +102,7 @@ def plan(cycle: Cycle, members: GroupMembers, needed: int) -> GangPreemption | s
         view.pods[uid].key
         for uid in cycle.preempting.get(gang.key, ())
         if uid in view.pods and not view.pods[uid].terminal
-    ]
+    ] or _terminating_where_nominated(fwk, members)
     if leaving:
         return still_leaving(gang.title, leaving)
     cycle.preempting.pop(gang.key, None)
@@ -131,6 +131,21 @@ def plan(cycle: Cycle, members: GroupMembers, needed: int) -> GangPreemption | s
         gang.title, [e.fact for e in evictions], {m.key: node for m, node in nominated}
     )
     return GangPreemption(gang, nominated, evictions, message)
+
+
+def _terminating_where_nominated(fwk: Framework, members: GroupMembers) -> list[str]:
+    """Pods being preempted on the members' nominated nodes, of lower priority than the
+    member: what an earlier preemption of the gang may still be freeing (kube-scheduler's
+    eligibility rule; it holds after a restart, when the scheduler's own note is gone)."""
+    view = fwk.view
+    found: list[str] = []
+    for member in members.pending:
+        held = view.nominated.get(member.uid)
+        node = held[0] if held is not None else member.nominated_node
+        for other in view.pods_on(node) if node else ():
+            if other.preempted and other.priority < member.priority and other.key not in found:
+                found.append(other.key)
+    return found
 
 
 class _Search:
@@ -320,8 +335,10 @@ async def carry_out(fwk: Framework, cycle: Cycle, decided: GangPreemption) -> No
     try:
         for eviction in decided.evictions:
             await _evict(eviction, gang)
+        evaluator = decided.evictions[0].evaluator
         for member, node in decided.nominated:
-            await decided.evictions[0].evaluator.write_nomination(member, node)
+            await evaluator.release_lower(member, node)
+            await evaluator.write_nomination(member, node)
     except Exception as err:
         logger.exception("gang preemption failed", namespace=gang.namespace, name=gang.name)
         _give_up(fwk, cycle, decided, f"preemption: {_said(err)}")

@@ -347,13 +347,18 @@ class Evaluator:
                 plugin=self.name,
                 why=why[victim.uid],
             )
+        await self.release_lower(pod, best.node)
+        self.handle.view.nominate(pod, best.node)
+        await self.write_nomination(pod, best.node)
+
+    async def release_lower(self, pod: PodInfo, node: str) -> None:
+        """Drop the nominations of pods of lower priority to ``node``: what is freed there is
+        the preemptor's (kube-scheduler's prepareCandidate)."""
         view = self.handle.view
-        for uid, (node, other) in list(view.nominated.items()):
-            if node == best.node and other.priority < pod.priority and uid != pod.uid:
+        for uid, (held, other) in list(view.nominated.items()):
+            if held == node and other.priority < pod.priority and uid != pod.uid:
                 view.nominated.pop(uid, None)
                 await self.write_nomination(other, "")
-        view.nominate(pod, best.node)
-        await self.write_nomination(pod, best.node)
 
     async def write_nomination(self, pod: PodInfo, node: str) -> None:
         """``status.nominatedNodeName``; a pod deleted meanwhile keeps no nomination (its

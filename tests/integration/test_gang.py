@@ -84,13 +84,21 @@ class Gang:
         )
         return self
 
-    async def add(self, suffix: str, scheduler: str, cpu: str = "1") -> str:
+    async def add(
+        self, suffix: str, scheduler: str, cpu: str = "1", priority_class: str | None = None
+    ) -> str:
         name = f"{self.name}-{suffix}"
         labels = {LABEL: self.name}
         selector = {"berth-test": scheduler}
-        await self.pods.create(
-            pod_body(name, scheduler, cpu=cpu, labels=labels, nodeSelector=selector)
+        body = pod_body(
+            name,
+            scheduler,
+            cpu=cpu,
+            priority_class=priority_class,
+            labels=labels,
+            nodeSelector=selector,
         )
+        await self.pods.create(body)
         self.members.append(name)
         return name
 

@@ -39,6 +39,9 @@ class Cycle:
     framework: Framework
     rng: random.Random = field(default_factory=random.Random)
     next_start: int = 0
+    # Gangs whose victims are leaving (gang key -> the victims' uids): no new preemption
+    # for them until those are gone, as kube-scheduler waits for a nominated pod's victims.
+    preempting: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def percentage(self) -> int | None:

@@ -336,6 +336,11 @@ class GroupPlugin(Protocol):
         that failed which did not fit): a gang not placed may back off."""
         ...
 
+    def running_gang(self, pod: PodInfo) -> tuple[str, tuple[PodInfo, ...]] | None:
+        """The gang of a pod on a node, by how messages name it, with its members on nodes
+        (bound or assumed); None for a pod of no gang. Preemption takes such a gang whole."""
+        ...
+
 
 @runtime_checkable
 class GroupQuotaPlugin(Protocol):

@@ -29,6 +29,7 @@ from berth.gang.hold import GangHold
 from berth.gang.placement import GangPlacement, Placed, Refused, place_all_or_nothing
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.framework import CycleState, GroupMembers, GroupPlugin
+from berth.scheduler.gangpreemption import GangPreemption, plan
 from berth.scheduler.messages import FitError
 from berth.scheduler.podinfo import PodInfo
 from berth.scheduler.queue import SchedulingQueue
@@ -59,6 +60,9 @@ class GroupOutcome:
     gang: Gang | None = None
     unassigned: float = 0.0
     """Of the gang that could not be placed, the share of its minimum that did not fit."""
+    preemption: GangPreemption | None = None
+    # Its preemption decided now or earlier, the victims leaving: no backoff meanwhile.
+    preempting: bool = False
 
 
 def schedule_group(
@@ -119,12 +123,35 @@ def _decide(
             break
     if wait is None:
         wait = _place(cycle, gangs, outcome, now)
+        if wait is not None and wait.reason == WaitReason.NO_PLACEMENT:
+            wait = _preempt(cycle, gangs, outcome, wait)
+        # A gang that preempted is not backed off: it is placed once its victims are gone.
         for each in gangs:
-            group.group_done(each, wait is None, outcome.unassigned, now)
+            placed = wait is None or outcome.preempting
+            group.group_done(each, placed, outcome.unassigned, now)
     if wait is not None:
         outcome.wait = wait
         outcome.waiting = [(m, wait.message) for each in gangs for m in each.pending]
     return outcome
+
+
+def _preempt(cycle: Cycle, gangs: list[GroupMembers], outcome: GroupOutcome, wait: Wait) -> Wait:
+    """A gang that fits nowhere as the cluster is may make room by preemption: decided here
+    (the members nominated, its victims noted so it does not preempt again meanwhile),
+    carried out after the cycle; the members' message says which victims, or why none."""
+    if len(gangs) > 1:
+        return replace(wait, message=f"{wait.message}; preemption: a gang group does not preempt")
+    members = gangs[0]
+    decided = plan(cycle, members, still_needed(members.gang, len(members.bound)))
+    outcome.preempting = members.gang.key in cycle.preempting
+    if isinstance(decided, str):
+        return replace(wait, message=f"{wait.message}; {decided}") if decided else wait
+    outcome.preemption = decided
+    for member, node in decided.nominated:
+        cycle.framework.view.nominate(member, node)
+    cycle.preempting[members.gang.key] = frozenset(e.fact.uid for e in decided.evictions)
+    outcome.preempting = True
+    return replace(wait, message=f"{wait.message}; {decided.message}")
 
 
 def _taken(
@@ -154,6 +181,10 @@ def _place(
     view = fwk.view
     states: dict[str, CycleState] = {}
     plugins: set[str] = set()
+    # A preemptor's nomination, dropped by assume, comes back when its gang is taken back.
+    held = {
+        m.uid: view.nominated[m.uid] for g in gangs for m in g.pending if m.uid in view.nominated
+    }
 
     def place(member: PodInfo) -> str | Refused[PodInfo]:
         state = CycleState()
@@ -179,6 +210,8 @@ def _place(
     def undo(placed: Placed[PodInfo]) -> None:
         fwk.run_unreserve(states[placed.member.uid], placed.member, placed.node)
         view.forget(placed.member)
+        if placed.member.uid in held:
+            view.nominated[placed.member.uid] = held[placed.member.uid]
 
     def undo_all(done: list[GangPlacement[PodInfo]]) -> None:
         for result in reversed(done):

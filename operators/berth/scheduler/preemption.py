@@ -30,6 +30,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.api.meta import LabelSelector
+from berth.gang.preemption import rank
 from berth.kube.write import NotFound
 from berth.scheduler.framework import (
     CycleState,
@@ -51,8 +52,6 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 RESERVED = (
     "No preemption victims found for incoming pod: what could be freed is reserved for others"
 )
-# Added to priorities before summing so negative priorities still order correctly.
-PRIORITY_OFFSET = 2**31
 
 
 class VictimPolicy(Protocol):
@@ -92,10 +91,7 @@ class Candidate:
 
     def rank(self) -> tuple[int, int, int, int, float]:
         """Smaller is better: kube-scheduler's pickOneNodeForPreemption criteria in order."""
-        top = self.victims[0].priority if self.victims else -PRIORITY_OFFSET
-        total = sum(v.priority + PRIORITY_OFFSET for v in self.victims)
-        earliest_top = min((start_time(v) for v in self.victims if v.priority == top), default=0.0)
-        return (self.pdb_violations, top, total, len(self.victims), -earliest_top)
+        return rank([(v.priority, start_time(v)) for v in self.victims], self.pdb_violations)
 
 
 def start_time(pod: PodInfo) -> float:
@@ -150,6 +146,20 @@ class Evaluator:
         return PostFilterResult(
             nominated_node=best.node, attempted=True, victims=len(best.victims), override=True
         )
+
+    async def preempt_by(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        diagnosis: Diagnosis,
+        chosen: tuple[Ints, VictimPolicy, str] | str,
+    ) -> PostFilterResult:
+        """``preempt`` with a plugin's choice of nodes, rule and message; a message alone
+        says why it does not preempt."""
+        if isinstance(chosen, str):
+            return self.fail(chosen)
+        rows, policy, message = chosen
+        return await self.preempt(state, pod, diagnosis, rows, policy, message)
 
     def fail(
         self, message: str, *, attempted: bool = False, override: bool = False
@@ -232,7 +242,7 @@ class Evaluator:
             reasons = runner.run_filter_at(state, pod, row)
             if reasons:
                 return reasons
-            violating, others = self._split_by_pdb(policy.reprieve_order(pod, potential))
+            violating, others = self.split_by_pdb(policy.reprieve_order(pod, potential))
             victims: list[PodInfo] = []
             violations = 0
             for group, counts in ((violating, True), (others, False)):
@@ -253,7 +263,7 @@ class Evaluator:
             for victim in removed:
                 runner.run_add_pod(state, pod, victim, row)
 
-    def _split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
+    def split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
         """kube-scheduler's filterPodsWithPDBViolation, budget by budget."""
         budgets: list[tuple[str, LabelSelector, set[str], list[int]]] = []
         for pdb in self.handle.view.pdbs.values():
@@ -288,7 +298,7 @@ class Evaluator:
 
     # -- acting ----------------------------------------------------------------------
 
-    async def _evict(self, victim: PodInfo, preempted_message: str) -> None:
+    async def evict(self, victim: PodInfo, preempted_message: str) -> None:
         """The DisruptionTarget condition, then an eviction, or a deletion when a
         disruption budget refuses it (429), as kube-scheduler does; NotFound if the
         victim is gone meanwhile."""
@@ -313,7 +323,7 @@ class Evaluator:
                 policy.evicted(victim)
                 continue  # already on its way out
             try:
-                await self._evict(victim, preempted_message)
+                await self.evict(victim, preempted_message)
             except NotFound:
                 # Deleted since the dry run (kube-scheduler skips such a victim too): what
                 # it held is freed all the same.
@@ -337,15 +347,20 @@ class Evaluator:
                 plugin=self.name,
                 why=why[victim.uid],
             )
-        view = self.handle.view
-        for uid, (node, other) in list(view.nominated.items()):
-            if node == best.node and other.priority < pod.priority and uid != pod.uid:
-                view.nominated.pop(uid, None)
-                await self._write_nomination(other, "")
-        view.nominate(pod, best.node)
-        await self._write_nomination(pod, best.node)
+        await self.release_lower(pod, best.node)
+        self.handle.view.nominate(pod, best.node)
+        await self.write_nomination(pod, best.node)
 
-    async def _write_nomination(self, pod: PodInfo, node: str) -> None:
+    async def release_lower(self, pod: PodInfo, node: str) -> None:
+        """Drop the nominations of pods of lower priority to ``node``: what is freed there is
+        the preemptor's (kube-scheduler's prepareCandidate)."""
+        view = self.handle.view
+        for uid, (held, other) in list(view.nominated.items()):
+            if held == node and other.priority < pod.priority and uid != pod.uid:
+                view.nominated.pop(uid, None)
+                await self.write_nomination(other, "")
+
+    async def write_nomination(self, pod: PodInfo, node: str) -> None:
         """``status.nominatedNodeName``; a pod deleted meanwhile keeps no nomination (its
         deletion may have been seen already: held, it would keep room and quota forever)."""
         writer = self.handle.writer

@@ -27,6 +27,7 @@ from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import of_attempt, of_gang
 from berth.scheduler.eventhandlers import EventHandlers
 from berth.scheduler.framework import CycleState, PostFilterResult, Status
+from berth.scheduler.gangpreemption import carry_out
 from berth.scheduler.groupcycle import POD_GROUP, POD_GROUP_API, GroupOutcome, schedule_group
 from berth.scheduler.messages import FitError, fit_message
 from berth.scheduler.metrics import SchedulerMetrics
@@ -118,6 +119,9 @@ class ScheduleOne:
         event that may help, each saying why (and the PodGroup too)."""
         for placed in outcome.placed:
             self._spawn(self.binding_cycle(fwk, placed.state, placed.pod, placed.node))
+        if outcome.preemption is not None:
+            cycle = self.profiles[fwk.name].cycle
+            self._spawn(carry_out(fwk, cycle, outcome.preemption))
         gang = outcome.gang
         for pod, message in outcome.waiting:
             self.queue.unschedulable(pod, outcome.rejected_by)

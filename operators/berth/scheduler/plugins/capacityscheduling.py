@@ -84,9 +84,9 @@ from berth.scheduler.framework import (
     Status,
     unschedulable,
 )
-from berth.scheduler.nodetable import NodeTable
+from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator, more_important_first
+from berth.scheduler.preemption import Evaluator, VictimPolicy, more_important_first
 
 logger = log.get(__name__)
 
@@ -910,9 +910,17 @@ class CapacityScheduling(Plugin):
     async def post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
     ) -> PostFilterResult:
+        chosen = self.victim_policy(state, pod, diagnosis)
+        return await self.evaluator.preempt_by(state, pod, diagnosis, chosen)
+
+    def victim_policy(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> tuple[Ints, VictimPolicy, str] | str:
+        """The nodes where evicting could help, the quota's rule and the victims' message;
+        or why it cannot preempt for the pod. A gang's preemption asks it member by member."""
         prefilter = diagnosis.prefilter
         if prefilter is not None and prefilter.plugin != self.name:
-            return self.evaluator.fail("")
+            return ""
         if prefilter is not None:
             nodes = self.handle.view.nodes
             rows = np.flatnonzero(nodes.present[: nodes.size])  # the quota, not a node, said no
@@ -920,19 +928,14 @@ class CapacityScheduling(Plugin):
             rows = self.evaluator.helpful_rows(diagnosis)
         demand = state.data[self.name] if self.name in state.data else self.demand(pod)
         if isinstance(demand, OutsideRefusal):
-            return self.evaluator.fail(f"preemption: {OUTSIDE_AT_MAX.format(quota=demand.quota)}")
+            return f"preemption: {OUTSIDE_AT_MAX.format(quota=demand.quota)}"
         if isinstance(demand, TreeDemand):
             tree_policy = TreeVictims(self, pod, demand)
             if not tree_policy.reclaim:
-                return self.evaluator.fail(
-                    f"preemption: {OVER_OWN_RUNTIME.format(quota=demand.quota)}"
-                )
-            return await self.evaluator.preempt(
-                state, pod, diagnosis, rows, tree_policy, TREE_RECLAIM
-            )
+                return f"preemption: {OVER_OWN_RUNTIME.format(quota=demand.quota)}"
+            return rows, tree_policy, TREE_RECLAIM
         policy = QuotaVictims(self, demand)
-        message = RECLAIM if policy.reclaim else OWN_QUOTA
-        return await self.evaluator.preempt(state, pod, diagnosis, rows, policy, message)
+        return rows, policy, RECLAIM if policy.reclaim else OWN_QUOTA
 
     # -- the decision record ---------------------------------------------------------
 

@@ -290,6 +290,25 @@ class Coscheduling(Plugin):
         elif unassigned > self.config.pod_group_reject_percentage / 100:
             self.backoff.failed(members.gang.key, now)
 
+    def running_gang(self, pod: PodInfo) -> tuple[str, tuple[PodInfo, ...]] | None:
+        key = self._gang_of.get(pod.uid)
+        if key is None or pod.reservation is not None:
+            return None
+        if key.startswith(WORKLOAD_KEY) and self._gang(pod, key, []) is None:
+            return None  # a basic PodGroup: each pod alone
+        view = self.handle.view
+        members = (view.pods.get(uid) for uid in self._members.get(key, ()))
+        running = tuple(
+            m
+            for m in members
+            if m is not None
+            and not m.terminal
+            and not m.deleting
+            and (m.node_name or m.uid in view.assumed)
+        )
+        name = key.removeprefix(KOORDINATOR_KEY).removeprefix(WORKLOAD_KEY)
+        return name, tuple(sorted(running, key=lambda m: m.name))
+
     def _free(self, members: GroupMembers) -> Resources:
         """What the cluster's nodes have free, summed, with the gang's bound members' own
         requests given back (upstream leaves the group's pods out of the sum)."""

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from berth.scheduler.framework import CycleState, Diagnosis, Handle, Plugin, PostFilterResult
+from berth.scheduler.nodetable import Ints
 from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator, more_important_first
+from berth.scheduler.preemption import Evaluator, VictimPolicy, more_important_first
 
 
 class DefaultPreemption(Plugin):
@@ -25,12 +26,18 @@ class DefaultPreemption(Plugin):
     async def post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
     ) -> PostFilterResult:
+        chosen = self.victim_policy(state, pod, diagnosis)
+        return await self.evaluator.preempt_by(state, pod, diagnosis, chosen)
+
+    def victim_policy(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> tuple[Ints, VictimPolicy, str] | str:
+        """The nodes where evicting could help, this plugin's rule and the victims' message;
+        or why it cannot preempt for the pod. A gang's preemption asks it member by member."""
         if diagnosis.prefilter is not None:
-            return self.evaluator.fail("")
+            return ""
         rows = self.evaluator.helpful_rows(diagnosis)
-        return await self.evaluator.preempt(
-            state, pod, diagnosis, rows, self, "preempting to accommodate a higher priority pod"
-        )
+        return rows, self, "preempting to accommodate a higher priority pod"
 
     # -- VictimPolicy ----------------------------------------------------------------
 

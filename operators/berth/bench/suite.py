@@ -120,6 +120,8 @@ async def run_plan(
                     outcome.failures.append(f"{nodes} nodes: {err}")
                     break
         await fixture.clear_pods()
+        if any(WORKLOADS[name].gang_size for name in plan.workloads):
+            await fixture.clear_pod_groups()
     return outcome
 
 

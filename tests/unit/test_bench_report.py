@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from berth.bench.arrival import schedule
-from berth.bench.backlog import Trial, alternating
+from berth.bench.backlog import Trial, alternating, deadline_for
 from berth.bench.report import (
     Conditions,
     ceiling_fraction,
@@ -244,3 +244,9 @@ def test_a_csv_written_before_the_gang_columns_still_reads(tmp_path: Path) -> No
     path.write_text(",".join(kept) + "\n" + ",".join(old[name] for name in kept) + "\n")
     (read,), _ = read_csv(path)
     assert (read.gangs, read.group_attempts, read.bound) == (0, 0, 300)
+
+
+def test_a_trial_s_deadline_leaves_room_for_a_slow_gang_side() -> None:
+    assert deadline_for(9000) == 900.0  # 10 pods a second
+    assert deadline_for(9000, gangs=3000) == 1500.0  # 2 gangs a second
+    assert deadline_for(300, gangs=100) == 180.0

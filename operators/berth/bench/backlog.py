@@ -105,9 +105,11 @@ def alternating(sides: Sequence[str], repeats: int) -> list[tuple[int, str]]:
     return order
 
 
-def deadline_for(pods: int) -> float:
-    """Generous: a loaded 2-core machine binds well above 10 pods a second."""
-    return max(180.0, pods / 10)
+def deadline_for(pods: int, gangs: int = 0) -> float:
+    """Generous: a loaded 2-core machine binds well above 10 pods a second, and places
+    well above 2 gangs a second (kube-scheduler writes each PodGroup's status in its
+    scheduling loop: 8 to 20 gangs a second at 1000 nodes here)."""
+    return max(180.0, pods / 10, gangs / 2)
 
 
 GROUPS_DEADLINE = 60.0
@@ -161,7 +163,7 @@ async def run_trial(
         server_cpu = cpu_seconds(server) if server else float("nan")
         await process.start()
         try:
-            deadline = started + deadline_for(pods)
+            deadline = started + deadline_for(pods, gangs)
             while not watch.done.is_set():
                 if process.exited():
                     raise TrialError(f"{side.label} exited; see {process.log_path}")

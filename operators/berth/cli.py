@@ -148,6 +148,10 @@ def _bench(args: argparse.Namespace) -> int:
     from berth.localcluster.paths import REPO_DIR
 
     command = "berth bench " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [])
+    refused = _bench_refusal(args)
+    if refused:
+        say(f"error: {refused}")
+        return 2
     if args.cycle_only:
         from berth.bench.cycle import cycle_bench, workload_cycle_bench
 
@@ -207,6 +211,25 @@ def _bench(args: argparse.Namespace) -> int:
             cluster.down()
     suite.publish(outcome, measured, Path(args.csv) if args.csv else None)
     return 1 if outcome.failures else 0
+
+
+def _bench_refusal(args: argparse.Namespace) -> str | None:
+    """Why the bench options cannot measure the gang workloads asked for, if they cannot."""
+    from berth.bench.workloads import WORKLOADS
+
+    for name in args.workload or []:
+        workload = WORKLOADS[name]
+        if not workload.gang_size:
+            continue
+        if args.rate is not None or args.cycle_only:
+            option = "--rate" if args.rate is not None else "--cycle-only"
+            return f"{option} does not create PodGroups: {name} is measured on a backlog only"
+        if args.pods is not None:
+            try:
+                workload.check_pods(args.pods)
+            except ValueError as err:
+                return str(err)
+    return None
 
 
 def _node_counts(text: str) -> list[int]:
@@ -379,7 +402,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--pods",
         type=int,
-        help="pending pods per run (default: the workload's scheduler_perf proportion)",
+        help="pending pods per run (default: the workload's scheduler_perf proportion; "
+        "GangScheduling: a multiple of 3, three pods a gang)",
     )
     bench.add_argument(
         "--workload",

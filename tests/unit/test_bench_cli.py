@@ -61,3 +61,35 @@ def test_memory_points_are_ten_bound_pods_a_node_unless_told() -> None:
     assert points(args.curve, args.pods) == [(1000, 10000), (5000, 50000)]
     args = parser().parse_args(["bench", "--memory", "--nodes", "500", "--pods", "2000"])
     assert points([args.nodes], args.pods) == [(500, 2000)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (["--pods", "3001"], "GangScheduling needs whole gangs: 3001 pods is not a multiple of 3"),
+        (["--rate", "100"], "--rate does not create PodGroups: GangScheduling is measured"),
+        (["--cycle-only"], "--cycle-only does not create PodGroups"),
+    ],
+)
+def test_what_cannot_measure_the_gang_workload_is_refused_by_name(
+    argv: list[str], refusal: str
+) -> None:
+    from berth.cli import _bench_refusal
+
+    args = parser().parse_args(["bench", "--workload", "GangScheduling", *argv])
+    assert refusal in (_bench_refusal(args) or "")
+    # The same options with whole gangs, or for another workload, are taken.
+    assert _bench_refusal(parser().parse_args(["bench", "--workload", "GangScheduling"])) is None
+    assert (
+        _bench_refusal(
+            parser().parse_args(["bench", "--pods", "6000", "--workload", "GangScheduling"])
+        )
+        is None
+    )
+    assert _bench_refusal(parser().parse_args(["bench", *argv])) is None
+
+
+def test_bench_exits_2_before_touching_a_cluster_when_refused() -> None:
+    from berth.cli import main
+
+    assert main(["bench", "--workload", "GangScheduling", "--pods", "10"]) == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from berth.bench.arrival import schedule
-from berth.bench.backlog import Trial, alternating
+from berth.bench.backlog import Trial, alternating, deadline_for
 from berth.bench.report import (
     Conditions,
     ceiling_fraction,
@@ -188,3 +188,65 @@ def test_what_could_not_be_measured_is_printed_with_what_was(
     assert printed.startswith("commit abc1234 (uncommitted changes)")
     assert "SchedulingBasic: 100 nodes" in printed
     assert printed.rstrip().endswith("not measured: 2000 nodes: nodes not Ready")
+
+
+def gang_trial(side: str, repeat: int, first_to_last: float, **fields: object) -> Trial:
+    base = dataclasses.replace(
+        trial(side, repeat, first_to_last),
+        workload="GangScheduling",
+        init_pods=0,
+        pods=300,
+        bound=300,
+        gangs=100,
+        gangs_whole=100,
+        gang_first_to_last=first_to_last,
+    )
+    return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
+
+
+def test_gangs_per_second_count_the_intervals_between_the_first_and_last_gang_whole() -> None:
+    assert gang_trial(BERTH, 0, 2.0).gang_throughput == 49.5  # 99 intervals in 2 s
+    assert math.isnan(trial(BERTH, 0, 2.0).gang_throughput)  # no gangs
+
+
+def test_a_gang_workload_s_table_has_its_gangs_beside_its_pods() -> None:
+    marked = {"groups_scheduled": 100, "group_attempts": 100, "group_attempt_mean_ms": 4.0}
+    trials = [
+        gang_trial(KUBE_SCHEDULER, 0, 4.0, **marked),
+        gang_trial(BERTH, 0, 2.0, **marked),
+        gang_trial(NOOP, 0, 1.0),
+        gang_trial(KUBE_SCHEDULER, 1, 2.0, **{**marked, "gangs_whole": 99}),
+        gang_trial(BERTH, 1, 2.0, **{**marked, "group_attempt_mean_ms": 6.0}),
+        gang_trial(NOOP, 1, 1.0),
+    ]
+    text = table(trials)
+    lines = text.splitlines()
+    assert "GangScheduling: 100 nodes, 0 initial pods (created bound), 300 pending pods" in text
+    start = next(i for i, line in enumerate(lines) if line.startswith("gangs "))
+    kube, berth, noop = lines[start + 1 : start + 4]
+    # kube-scheduler: 99 intervals over 4 s, 98 over 2 s (a gang short in its second run).
+    assert kube.split()[:4] == ["kube-scheduler", "36.9", "(24.8-49.0)", "99/100"]
+    assert berth.split() == [
+        *(BERTH, "49.5", "(49.5-49.5)", "100/100", "100/100"),
+        *("100", "(100-100)", "5.00", "(4.00-6.00)", "n/a"),
+    ]
+    assert noop.split() == [NOOP, "99.0", "(99.0-99.0)", "100/100", "n/a", "n/a"]
+    assert "ratio berth / kube-scheduler (median gangs/s): 1.34" in text
+    assert "gangs " not in table([trial(BERTH, 0, 1.0)])
+
+
+def test_a_csv_written_before_the_gang_columns_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "old.csv"
+    write_csv(path, [gang_trial(BERTH, 0, 2.0, group_attempts=100)], CONDITIONS)
+    header, row = path.read_text().splitlines()[1:3]
+    old = dict(zip(header.split(","), row.split(","), strict=True))
+    kept = [name for name in old if not name.startswith(("gang", "group"))]
+    path.write_text(",".join(kept) + "\n" + ",".join(old[name] for name in kept) + "\n")
+    (read,), _ = read_csv(path)
+    assert (read.gangs, read.group_attempts, read.bound) == (0, 0, 300)
+
+
+def test_a_trial_s_deadline_leaves_room_for_a_slow_gang_side() -> None:
+    assert deadline_for(9000) == 900.0  # 10 pods a second
+    assert deadline_for(9000, gangs=3000) == 1500.0  # 2 gangs a second
+    assert deadline_for(300, gangs=100) == 180.0

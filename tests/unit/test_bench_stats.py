@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from berth.bench.stats import Spread, histogram_buckets, histogram_quantile, percentile
+from berth.bench.stats import (
+    Spread,
+    histogram_buckets,
+    histogram_mean,
+    histogram_quantile,
+    percentile,
+)
 
 ATTEMPTS = "scheduler_scheduling_attempt_duration_seconds"
 
@@ -75,3 +81,27 @@ def test_histogram_quantile_in_the_open_bucket_is_the_highest_bound() -> None:
     assert histogram_quantile(0.99, [(0.001, 1.0), (math.inf, 10.0)]) == 0.001
     assert math.isnan(histogram_quantile(0.99, [(0.001, 0.0), (math.inf, 0.0)]))
     assert math.isnan(histogram_quantile(0.99, []))
+
+
+GROUP = "scheduler_podgroup_scheduling_attempt_duration_seconds"
+GROUP_METRICS = "\n".join(
+    [
+        f'{GROUP}_bucket{{profile="default-scheduler",result="scheduled",le="+Inf"}} 4',
+        f'{GROUP}_sum{{profile="default-scheduler",result="scheduled"}} 0.02',
+        f'{GROUP}_count{{profile="default-scheduler",result="scheduled"}} 4',
+        f'{GROUP}_sum{{profile="default-scheduler",result="unschedulable"}} 9',
+        f'{GROUP}_count{{profile="default-scheduler",result="unschedulable"}} 1',
+        f"{GROUP}_other_sum 100",
+        "scheduler_podgroup_scheduling_algorithm_duration_seconds_sum 50",
+    ]
+)
+
+
+def test_histogram_mean_is_sum_over_count_of_the_matching_series() -> None:
+    # scheduler_perf's Average: 4 scheduled attempts, 20 ms in all.
+    count, mean = histogram_mean(GROUP_METRICS, GROUP, {"result": "scheduled"})
+    assert (count, mean) == (4, pytest.approx(0.005))
+    assert histogram_mean(GROUP_METRICS, GROUP) == (5, pytest.approx(9.02 / 5))
+    count, mean = histogram_mean(GROUP_METRICS, GROUP, {"result": "error"})
+    assert count == 0
+    assert math.isnan(mean)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from berth.bench.workloads import (
     INIT_NAMESPACE,
     MEASURED_NAMESPACE,
     WORKLOADS,
     ZONE_KEY,
 )
+from berth.gang.workload import group_name, parse_gang
 from berth.podresources import pod_requests
 
 
@@ -19,6 +22,7 @@ def test_the_issue_s_workloads_are_all_there() -> None:
         "TopologySpreading",
         "PreferredTopologySpreading",
         "SchedulingNodeAffinity",
+        "GangScheduling",
     } <= set(WORKLOADS)
 
 
@@ -99,6 +103,8 @@ def test_measured_pods_carry_the_templates_terms_and_the_side_s_scheduler() -> N
 
 def test_every_pod_is_the_pause_container_of_100m_and_500Mi() -> None:
     for workload in WORKLOADS.values():
+        if workload.gang_size:  # gang-pod.yaml asks for 100Mi: see the gang tests below
+            continue
         for pod in (workload.init_pod(0, 1), workload.measured_pod(0, "x")):
             requests = pod_requests(pod["spec"])
             assert requests["cpu"] == 100  # millicores
@@ -115,3 +121,55 @@ def test_the_cycle_alone_keeps_one_anti_affinity_pod_per_node() -> None:
     assert "6 pods onto 10 nodes (3 bound before), 6 placed" in fits
     crowded = workload_cycle_bench(["SchedulingPodAntiAffinity"], 10, 8, 1)
     assert "8 pods onto 10 nodes (4 bound before), 6 placed" in crowded
+
+
+GANGS = WORKLOADS["GangScheduling"]
+
+
+def test_gang_sizes_are_scheduler_perf_s_gangs_of_three_with_no_initial_pods() -> None:
+    # 5000Nodes_1000Gangs_3000Pods; 2000 and 3000 gangs are asked for by pod count.
+    assert GANGS.sizes(5000) == (0, 3000)
+    assert GANGS.sizes(5000, 6000) == (0, 6000)
+    assert GANGS.sizes(1000, 9000) == (0, 9000)
+    assert GANGS.gangs(9000) == 3000
+    # Scaled to the nodes, the count stays whole gangs.
+    assert GANGS.sizes(1000) == (0, 600)
+    assert GANGS.sizes(7)[1] % 3 == 0
+    with pytest.raises(ValueError, match="GangScheduling needs whole gangs: 3001 pods"):
+        GANGS.sizes(5000, 3001)
+    assert WORKLOADS["SchedulingBasic"].gangs(3000) == 0
+
+
+def test_kube_scheduler_runs_the_gang_workload_with_its_gates() -> None:
+    assert GANGS.gates == ("GenericWorkload", "GangScheduling")
+    assert all(not w.gates for w in WORKLOADS.values() if w is not GANGS)
+
+
+def test_every_three_measured_pods_name_one_gang_berth_reads_as_kube_scheduler_does() -> None:
+    pods = [GANGS.measured_pod(i, "default-scheduler", batch=7) for i in range(6)]
+    names = [group_name(p["spec"]) for p in pods]
+    assert names == ["b7-gang-0"] * 3 + ["b7-gang-1"] * 3
+    group = GANGS.pod_group(1, batch=7)
+    assert group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert group["kind"] == "PodGroup"
+    assert group["metadata"] == {"name": "b7-gang-1", "namespace": MEASURED_NAMESPACE}
+    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+    # What Coscheduling reads of it: a gang of 3 under the name its pods give.
+    gang = parse_gang(group)
+    assert gang is not None
+    assert (gang.namespace, gang.name, gang.min_member) == (MEASURED_NAMESPACE, "b7-gang-1", 3)
+    assert all(p["metadata"]["namespace"] == MEASURED_NAMESPACE for p in pods)
+    with pytest.raises(ValueError, match="SchedulingBasic has no gangs"):
+        WORKLOADS["SchedulingBasic"].pod_group(0)
+    assert "schedulingGroup" not in WORKLOADS["SchedulingBasic"].measured_pod(0, "x")["spec"]
+
+
+def test_a_gang_pod_is_gang_pod_yaml_100m_and_100Mi_requested_only() -> None:
+    (container,) = GANGS.measured_pod(0, "x")["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "100Mi"}}
+    assert "ports" not in container
+    requests = pod_requests(GANGS.measured_pod(0, "x")["spec"])
+    assert (requests["cpu"], requests["memory"]) == (100, 100 * 2**20)
+    # The other templates' container is not changed by it.
+    (other,) = WORKLOADS["SchedulingBasic"].measured_pod(0, "x")["spec"]["containers"]
+    assert other["resources"]["limits"] == {"cpu": "100m", "memory": "500Mi"}

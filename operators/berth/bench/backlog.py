@@ -5,6 +5,10 @@ times, on its own clock, the start, the first binding and the last.
 Two rates come out of each trial: from the first binding to the last (the scheduler's
 pace once it has listed the cluster), and from the start to the last binding (listing and
 syncing included). Sides run in an order that alternates from one repeat to the next.
+
+A gang workload's PodGroups are created before its pods, and its trial also counts gangs:
+from the first gang whole (every member bound) to the last, the group attempts the side's
+metrics counted, and the PodGroups it marked scheduled.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from berth.bench.bindings import BindWatch
 from berth.bench.fixture import Fixture
+from berth.bench.gangs import gang_completions, scheduled_groups
 from berth.bench.process import SideProcess, apiserver_pid, cpu_seconds
 from berth.bench.sides import Side
 from berth.bench.workloads import MEASURED_NAMESPACE, Workload
@@ -49,11 +54,29 @@ class Trial:
     """CPU time the side's process used, start to last binding."""
     apiserver_cpu_seconds: float
     """CPU time the API server used over the same span (NaN when it was not found)."""
+    gangs: int = 0
+    """PodGroups of a gang workload (0: none)."""
+    gangs_whole: int = 0
+    """Gangs with every member bound by the end."""
+    gang_first_to_last: float = float("nan")
+    """Seconds from the first gang whole to the last."""
+    groups_scheduled: int = 0
+    """PodGroups whose PodGroupScheduled condition was True after the run."""
+    group_attempts: int = 0
+    """Scheduled pod group attempts in the side's metrics."""
+    group_attempt_mean_ms: float = float("nan")
+    group_attempt_p99_ms: float = float("nan")
 
     @property
     def throughput(self) -> float:
         """Bindings per second between the first and the last (intervals over time)."""
         return (self.bound - 1) / self.first_to_last if self.first_to_last > 0 else float("nan")
+
+    @property
+    def gang_throughput(self) -> float:
+        """Gangs whole per second between the first and the last (intervals over time)."""
+        span = self.gang_first_to_last
+        return (self.gangs_whole - 1) / span if span > 0 else float("nan")
 
     @property
     def cpu_share(self) -> float:
@@ -82,9 +105,26 @@ def alternating(sides: Sequence[str], repeats: int) -> list[tuple[int, str]]:
     return order
 
 
-def deadline_for(pods: int) -> float:
-    """Generous: a loaded 2-core machine binds well above 10 pods a second."""
-    return max(180.0, pods / 10)
+def deadline_for(pods: int, gangs: int = 0) -> float:
+    """Generous: a loaded 2-core machine binds well above 10 pods a second, and places
+    well above 2 gangs a second (kube-scheduler writes each PodGroup's status in its
+    scheduling loop: 8 to 20 gangs a second at 1000 nodes here)."""
+    return max(180.0, pods / 10, gangs / 2)
+
+
+GROUPS_DEADLINE = 60.0
+"""How long after the last binding a gang side may take to mark its PodGroups scheduled."""
+
+
+async def groups_scheduled(fixture: Fixture, gangs: int) -> int:
+    """The PodGroups marked scheduled once all are, or at ``GROUPS_DEADLINE`` (the status
+    write follows the bindings)."""
+    deadline = time.monotonic() + GROUPS_DEADLINE
+    while True:
+        marked = scheduled_groups(await fixture.pod_groups())
+        if marked >= gangs or time.monotonic() > deadline:
+            return marked
+        await asyncio.sleep(1.0)
 
 
 async def run_trial(
@@ -100,12 +140,22 @@ async def run_trial(
     say: Callable[[str], None],
 ) -> Trial:
     await fixture.clear_pods((MEASURED_NAMESPACE,))
+    gangs = workload.gangs(pods)
+    if gangs:
+        await fixture.clear_pod_groups()
     await fixture.nodes_ready()
     batch = fixture.next_batch()
-    await fixture.create_pods(
-        [workload.measured_pod(i, side.scheduler_name, batch) for i in range(pods)]
-    )
-    say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods, starting it")
+    if gangs:
+        await fixture.create_pod_groups([workload.pod_group(i, batch) for i in range(gangs)])
+    measured = [workload.measured_pod(i, side.scheduler_name, batch) for i in range(pods)]
+    await fixture.create_pods(measured)
+    groups = {
+        pod["metadata"]["name"]: pod["spec"]["schedulingGroup"]["podGroupName"]
+        for pod in measured
+        if "schedulingGroup" in pod["spec"]
+    }
+    of_gangs = f" in {gangs} gangs" if gangs else ""
+    say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pending pods{of_gangs}, starting it")
     process = SideProcess(side)
     server = apiserver_pid(str(api.configuration.host))
     async with BindWatch(api, pods) as watch:
@@ -113,7 +163,7 @@ async def run_trial(
         server_cpu = cpu_seconds(server) if server else float("nan")
         await process.start()
         try:
-            deadline = started + deadline_for(pods)
+            deadline = started + deadline_for(pods, gangs)
             while not watch.done.is_set():
                 if process.exited():
                     raise TrialError(f"{side.label} exited; see {process.log_path}")
@@ -124,11 +174,15 @@ async def run_trial(
                 await asyncio.sleep(POLL_SECONDS)
             used = process.cpu_seconds()
             server_used = (cpu_seconds(server) if server else float("nan")) - server_cpu
-            cycle_p99 = await process.cycle_p99_ms()
+            text = await process.metrics()
+            cycle_p99 = process.cycle_p99_ms(text)
+            attempts, attempt_mean, attempt_p99 = process.group_attempts(text)
             rss = process.peak_rss_mib()
+            marked = await groups_scheduled(fixture, gangs) if side.gangs and gangs else 0
         finally:
             await process.stop()
     times = sorted(watch.bound.values())
+    whole = gang_completions(watch.bound, groups)
     trial = Trial(
         workload=workload.name,
         side=side.label,
@@ -144,7 +198,20 @@ async def run_trial(
         cycle_p99_ms=cycle_p99,
         cpu_seconds=used,
         apiserver_cpu_seconds=server_used,
+        gangs=gangs,
+        gangs_whole=len(whole),
+        gang_first_to_last=whole[-1] - whole[0] if whole else float("nan"),
+        groups_scheduled=marked,
+        group_attempts=attempts,
+        group_attempt_mean_ms=attempt_mean,
+        group_attempt_p99_ms=attempt_p99,
     )
+    if gangs:
+        say(
+            f"  {trial.gangs_whole} of {gangs} gangs whole, {trial.gang_throughput:.1f} gangs/s "
+            f"first-to-last; {marked} PodGroups marked scheduled, {attempts} group attempts "
+            f"(mean {attempt_mean:.1f} ms)"
+        )
     say(
         f"  {trial.throughput:.1f} pods/s first-to-last, {trial.overall:.1f} from start; "
         f"peak {rss:.0f} MiB; {trial.cpu_share:.2f} cores, API server {trial.apiserver_share:.2f}"

@@ -11,13 +11,27 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.bench.workloads import INIT_NAMESPACE, NAMESPACES, ZONE_KEY, Workload
+from berth.bench.workloads import (
+    INIT_NAMESPACE,
+    MEASURED_NAMESPACE,
+    NAMESPACES,
+    ZONE_KEY,
+    Workload,
+)
 from berth.kube.client import checked, succeeded
 from berth.kube.watch import LIST_PAGE
-from berth.kube.write import NODE, POD, ApiWriter, Conflict, Kind, NotFound
+from berth.kube.write import (
+    NODE,
+    POD,
+    WORKLOAD_POD_GROUP,
+    ApiWriter,
+    Conflict,
+    Kind,
+    NotFound,
+)
 from berth.localcluster.kubectl import Kubectl, KubectlError
 from berth.localcluster.paths import REPO_DIR
 
@@ -243,3 +257,39 @@ class Fixture:
 
         await for_each(pods, create, CREATE_CONCURRENCY)
         return created
+
+    async def create_pod_groups(self, groups: list[dict[str, Any]]) -> None:
+        """Create a gang workload's PodGroups, ``CREATE_CONCURRENCY`` at a time."""
+        await for_each(
+            groups,
+            lambda group: self.writer.create(
+                WORKLOAD_POD_GROUP, group, namespace=group["metadata"]["namespace"]
+            ),
+            CREATE_CONCURRENCY,
+        )
+
+    async def pod_groups(self) -> list[dict[str, Any]]:
+        """The measured namespace's PodGroups as the API server has them."""
+        kind = WORKLOAD_POD_GROUP
+        response = await checked(
+            await CustomObjectsApi(self.api).list_namespaced_custom_object(
+                kind.group, kind.version, MEASURED_NAMESPACE, kind.plural, _preload_content=False
+            )
+        )
+        items: list[dict[str, Any]] = orjson.loads(await response.read()).get("items") or []
+        return items
+
+    async def clear_pod_groups(self) -> None:
+        """Delete the measured namespace's PodGroups (after their pods), and wait until gone."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            left = [g["metadata"]["name"] for g in await self.pod_groups()]
+            if not left:
+                return
+            await for_each(left, self._delete_pod_group, CREATE_CONCURRENCY)
+            await asyncio.sleep(0.5)
+        raise FixtureError(f"PodGroups still present {READY_TIMEOUT:.0f}s after their deletion")
+
+    async def _delete_pod_group(self, name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self.writer.delete(WORKLOAD_POD_GROUP, name, namespace=MEASURED_NAMESPACE)

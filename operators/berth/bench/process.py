@@ -13,8 +13,8 @@ from pathlib import Path
 
 import aiohttp
 
-from berth.bench.sides import Side
-from berth.bench.stats import histogram_buckets, histogram_quantile
+from berth.bench.sides import GROUP_ATTEMPT_HISTOGRAM, Side
+from berth.bench.stats import histogram_buckets, histogram_mean, histogram_quantile
 
 STOP_GRACE = 15.0
 
@@ -86,10 +86,10 @@ class SideProcess:
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.process.pid) if self.process else float("nan")
 
-    async def cycle_p99_ms(self) -> float:
-        """p99 of the side's scheduling-cycle histogram, in ms (NaN when it has none)."""
-        if self.side.metrics_url is None or self.side.cycle_histogram is None:
-            return float("nan")
+    async def metrics(self) -> str | None:
+        """The side's Prometheus metrics now (None when it has none or they cannot be read)."""
+        if self.side.metrics_url is None:
+            return None
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -100,12 +100,28 @@ class SideProcess:
                     self.side.metrics_url, ssl=context, timeout=aiohttp.ClientTimeout(total=10)
                 ) as response,
             ):
-                text = await response.text()
+                return await response.text()
         except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+
+    def cycle_p99_ms(self, text: str | None) -> float:
+        """p99 of the side's scheduling-cycle histogram in ``text``, in ms (NaN when it has
+        none)."""
+        if text is None or self.side.cycle_histogram is None:
             return float("nan")
         name, labels = self.side.cycle_histogram
         buckets = histogram_buckets(text, name, labels)
         return histogram_quantile(0.99, buckets) * 1000
+
+    def group_attempts(self, text: str | None) -> tuple[int, float, float]:
+        """Its pod groups' scheduled attempts in ``text``: how many, their mean and p99 in
+        ms; (0, NaN, NaN) for a side that does not place gangs whole."""
+        if text is None or not self.side.gangs:
+            return 0, float("nan"), float("nan")
+        scheduled = {"result": "scheduled"}
+        count, mean = histogram_mean(text, GROUP_ATTEMPT_HISTOGRAM, scheduled)
+        p99 = histogram_quantile(0.99, histogram_buckets(text, GROUP_ATTEMPT_HISTOGRAM, scheduled))
+        return count, mean * 1000, p99 * 1000
 
     async def stop(self) -> None:
         process = self.process

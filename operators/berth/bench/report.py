@@ -1,6 +1,7 @@
 """What a benchmark prints and writes: the conditions it ran under, a table per workload
-(median and spread of the repeats, each scheduler as a fraction of the no-op binder), and
-a CSV with one row per trial from which the tables and plots can be made again."""
+(median and spread of the repeats, each scheduler as a fraction of the no-op binder; for a
+gang workload, its gangs too), and a CSV with one row per trial from which the tables and
+plots can be made again."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import dataclasses
 import math
 import os
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,14 @@ from berth.bench.sides import BERTH, KUBE_SCHEDULER, NOOP, SIDES
 from berth.bench.stats import Spread
 
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
-CSV_FIELDS = [*TRIAL_FIELDS, "throughput", "overall", "cpu_share", "apiserver_share"]
+CSV_FIELDS = [
+    *TRIAL_FIELDS,
+    "throughput",
+    "overall",
+    "cpu_share",
+    "apiserver_share",
+    "gang_throughput",
+]
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,42 @@ def table(trials: Sequence[Trial]) -> str:
             berth = Spread.of([t.throughput for t in by_side[BERTH]]).median
             if kube > 0:
                 out.append(f"ratio berth / kube-scheduler (median pods/s): {berth / kube:.2f}")
+        if any_trial.gangs:
+            out.extend(gang_table(by_side))
     return "\n".join(out)
+
+
+def _fewest(rows: Sequence[Trial], count: Callable[[Trial], int]) -> str:
+    """The fewest of the runs, of the gangs: ``998/1000``."""
+    return f"{min(count(t) for t in rows)}/{rows[0].gangs}"
+
+
+def gang_table(by_side: dict[str, list[Trial]]) -> list[str]:
+    """A gang workload's gangs: gangs whole per second, the fewest gangs whole and marked
+    scheduled in any run, and the group attempts' count and times from the side's metrics."""
+    out = [
+        f"{'gangs':<15}{'gangs/s first-last':>24}{'whole (fewest)':>16}"
+        f"{'marked scheduled':>18}{'group attempts':>16}{'attempt mean ms':>18}"
+        f"{'attempt p99 ms':>18}"
+    ]
+    for side in [s for s in SIDES if s in by_side]:
+        rows = by_side[side]
+        gang_side = any(t.group_attempts for t in rows)
+        out.append(
+            f"{side:<15}"
+            f"{Spread.of([t.gang_throughput for t in rows]).show():>24}"
+            f"{_fewest(rows, lambda t: t.gangs_whole):>16}"
+            f"{_fewest(rows, lambda t: t.groups_scheduled) if gang_side else '':>18}"
+            f"{Spread.of([float(t.group_attempts) for t in rows]).show(0) if gang_side else '':>16}"
+            f"{Spread.of([t.group_attempt_mean_ms for t in rows]).show(2):>18}"
+            f"{Spread.of([t.group_attempt_p99_ms for t in rows]).show(2):>18}"
+        )
+    if KUBE_SCHEDULER in by_side and BERTH in by_side:
+        kube = Spread.of([t.gang_throughput for t in by_side[KUBE_SCHEDULER]]).median
+        berth = Spread.of([t.gang_throughput for t in by_side[BERTH]]).median
+        if kube > 0:
+            out.append(f"ratio berth / kube-scheduler (median gangs/s): {berth / kube:.2f}")
+    return out
 
 
 def write_csv(path: Path, trials: Sequence[Trial], conditions: Conditions) -> None:
@@ -147,12 +190,14 @@ def write_csv(path: Path, trials: Sequence[Trial], conditions: Conditions) -> No
                 overall=trial.overall,
                 cpu_share=trial.cpu_share,
                 apiserver_share=trial.apiserver_share,
+                gang_throughput=trial.gang_throughput,
             )
             writer.writerow(row)
 
 
 def read_csv(path: Path) -> tuple[list[Trial], str]:
-    """The trials a :func:`write_csv` file holds, and its conditions line."""
+    """The trials a :func:`write_csv` file holds, and its conditions line (a file written
+    before a column was added gives that field its default)."""
     types = {f.name: f.type for f in dataclasses.fields(Trial)}
     with path.open(newline="") as handle:
         every = list(handle)
@@ -163,7 +208,9 @@ def read_csv(path: Path) -> tuple[list[Trial], str]:
         values: dict[str, object] = {}
         for name in TRIAL_FIELDS:
             kind = types[name]
-            raw = row[name]
+            raw = row.get(name)
+            if raw is None:
+                continue
             values[name] = int(raw) if kind == "int" else float(raw) if kind == "float" else raw
         trials.append(Trial(**values))  # type: ignore[arg-type]
     return trials, header

@@ -87,3 +87,23 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
             return lower + (bound - lower) * (rank - below) / (count - below)
         lower, below = bound, count
     return lower
+
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+
+
+def histogram_mean(text: str, name: str, match: dict[str, str] | None = None) -> tuple[int, float]:
+    """(observations, their mean) of histogram ``name`` in Prometheus text, from its
+    ``_sum`` and ``_count`` summed over every series whose labels include ``match``:
+    scheduler_perf's ``Average`` of a histogram. (0, NaN) when nothing was observed."""
+    wanted = [f'{key}="{value}"' for key, value in (match or {}).items()]
+    totals = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        found = _SAMPLE.match(line)
+        if not found or not found["name"].startswith(f"{name}_"):
+            continue
+        part = found["name"].removeprefix(f"{name}_")
+        if part in totals and all(w in (found["labels"] or "") for w in wanted):
+            totals[part] += float(found["value"])
+    count = int(totals["count"])
+    return count, totals["sum"] / count if count else float("nan")

@@ -42,8 +42,17 @@ class Plan:
     """Pods already bound per node in every trial; None: the workload's proportion."""
 
 
-def say_plugins(say: Callable[[str], None], sides: Sequence[str]) -> None:
-    from berth.bench.sides import berth_plugins, installed_plugins, kube_disabled, kube_plugins
+def say_plugins(
+    say: Callable[[str], None], sides: Sequence[str], workloads: Sequence[str] = ()
+) -> None:
+    from berth.bench.sides import (
+        BERTH_GANG_PLUGIN,
+        KUBE_GANG_PLUGIN,
+        berth_plugins,
+        installed_plugins,
+        kube_disabled,
+        kube_plugins,
+    )
 
     if KUBE_SCHEDULER in sides:
         say(f"kube-scheduler runs: {', '.join(kube_plugins())}")
@@ -52,6 +61,15 @@ def say_plugins(say: Callable[[str], None], sides: Sequence[str]) -> None:
         say(f"Berth runs: {', '.join(berth_plugins())}")
     if INSTALLED in sides:
         say(f"Berth's installed profile runs: {', '.join(installed_plugins())}")
+    for name in workloads:
+        gates = WORKLOADS[name].gates
+        if gates and KUBE_SCHEDULER in sides:
+            say(
+                f"for {name}: kube-scheduler with the feature gates {', '.join(gates)}, "
+                f"which add {KUBE_GANG_PLUGIN} to its default profile"
+            )
+        if gates and BERTH in sides:
+            say(f"for {name}: Berth with {BERTH_GANG_PLUGIN} added to its default profile")
 
 
 @dataclass
@@ -74,29 +92,36 @@ async def run_plan(
         fixture = Fixture(api, say)
         await fixture.namespaces()
         with tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp:
+            # A gang workload's sides differ (its feature gates, the gang plugins on).
             sides = {
-                label: make_side(
-                    label,
-                    kubeconfig=kubeconfig,
-                    qps=plan.qps,
-                    burst=plan.burst,
-                    workdir=Path(tmp),
-                    kube_scheduler=binaries["kube-scheduler"],
-                    metrics_port=free_port(),
-                )
-                for label in plan.sides
+                name: {
+                    label: make_side(
+                        label,
+                        kubeconfig=kubeconfig,
+                        qps=plan.qps,
+                        burst=plan.burst,
+                        workdir=Path(tmp),
+                        kube_scheduler=binaries["kube-scheduler"],
+                        metrics_port=free_port(),
+                        gates=WORKLOADS[name].gates,
+                    )
+                    for label in plan.sides
+                }
+                for name in plan.workloads
             }
             for nodes in plan.node_counts:
                 try:
                     for name in plan.workloads:
                         await _run_case(
-                            api, fixture, plan, sides, WORKLOADS[name], nodes, outcome, say
+                            api, fixture, plan, sides[name], WORKLOADS[name], nodes, outcome, say
                         )
                 except (TrialError, FixtureError) as err:
                     say(f"error at {nodes} nodes: {err}")
                     outcome.failures.append(f"{nodes} nodes: {err}")
                     break
         await fixture.clear_pods()
+        if any(WORKLOADS[name].gang_size for name in plan.workloads):
+            await fixture.clear_pod_groups()
     return outcome
 
 
@@ -178,7 +203,7 @@ def replot(csv_path: Path) -> None:
 
 
 def run(plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]) -> Outcome:
-    say_plugins(say, plan.sides)
+    say_plugins(say, plan.sides, plan.workloads)
     install_crds(kubeconfig)
     return asyncio.run(run_plan(plan, kubeconfig, binaries, say))
 

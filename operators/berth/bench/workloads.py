@@ -6,10 +6,16 @@ and spreading terms), at sizes scaled from the 5000-node cases by the number of 
 One difference, said wherever a figure is printed: scheduler_perf has the scheduler under
 test place the initial pods too; here they are created already bound (round robin over the
 nodes, which satisfies every workload's terms), so every side starts from the same cluster.
+
+The gang workload is ``gangscheduling/performance-config.yaml`` of kube-scheduler 1.36 (the
+GenericWorkload and GangScheduling feature gates): no initial pods, and every three measured
+pods (100m / 100Mi, requests only) name one ``scheduling.k8s.io/v1alpha2`` PodGroup whose
+gang policy has ``minCount: 3``, created before its pods.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +28,8 @@ INIT_NAMESPACE = "sched-0"
 MEASURED_NAMESPACE = "sched-1"
 NAMESPACES = (INIT_NAMESPACE, MEASURED_NAMESPACE)
 NODE_PREFIX = "perf-node-"
+WORKLOAD_GATES = ("GenericWorkload", "GangScheduling")
+"""kube-scheduler 1.36's feature gates for its PodGroup API and gang scheduling."""
 
 
 def _affinity_term(labels: dict[str, str], topology_key: str) -> dict[str, Any]:
@@ -107,6 +115,24 @@ TEMPLATES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         {"color": "blue"},
         {"topologySpreadConstraints": _spread("ScheduleAnyway")},
     ),
+    # gangscheduling/templates/gang-pod.yaml (its PodGroup is set by the workload)
+    "gang": ({}, {}),
+}
+
+# gang-pod.yaml asks for less memory than the other templates, and has no limits or port.
+_GANG_CONTAINER: dict[str, Any] = {
+    "name": "pause",
+    "image": "registry.k8s.io/pause:3.10.1",
+    "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+}
+_CONTAINER: dict[str, Any] = {
+    "name": "pause",
+    "image": "registry.k8s.io/pause:3.10.1",
+    "ports": [{"containerPort": 80}],
+    "resources": {
+        "requests": {"cpu": "100m", "memory": "500Mi"},
+        "limits": {"cpu": "100m", "memory": "500Mi"},
+    },
 }
 
 
@@ -126,6 +152,10 @@ class Workload:
     measured_per_node: float
     threshold: float | None
     """scheduler_perf's CI floor for the 5000-node case (pods/s, 36-core CI machine)."""
+    gang_size: int = 0
+    """Measured pods per PodGroup (each its gang's ``minCount``); 0: no gangs."""
+    gates: tuple[str, ...] = ()
+    """The feature gates kube-scheduler runs with for this workload."""
 
     def sizes(
         self, nodes: int, measured: int | None = None, bound_per_node: float | None = None
@@ -135,11 +165,25 @@ class Workload:
         pods already bound in every side's view, for the curve of memory against pods)."""
         init = round(nodes * self.init_per_node)
         scaled = round(nodes * self.measured_per_node)
+        if self.gang_size:
+            scaled = self.gang_size * max(1, round(scaled / self.gang_size))
         if measured is not None:
+            self.check_pods(measured)
             init, scaled = round(init * measured / scaled), measured
         if bound_per_node is not None:
             init = round(nodes * bound_per_node)
         return init, scaled
+
+    def check_pods(self, pods: int) -> None:
+        """Refuse a measured count that would leave a gang short of its members."""
+        if self.gang_size and pods % self.gang_size:
+            raise ValueError(
+                f"{self.name} needs whole gangs: {pods} pods is not a multiple of {self.gang_size}"
+            )
+
+    def gangs(self, pods: int) -> int:
+        """How many PodGroups ``pods`` measured pods make (0 for a workload of no gangs)."""
+        return pods // self.gang_size if self.gang_size else 0
 
     def node(self, index: int) -> dict[str, Any]:
         """node-default.yaml, with the zone label put on round robin when the case has one."""
@@ -159,26 +203,34 @@ class Workload:
         deleted pod's last stage by name, and minutes late under load, so a name used
         again in a later batch would lose that batch's pod."""
         name = f"pod-{index}" if batch is None else f"b{batch}-pod-{index}"
-        return make_pod(self.measured_template, name, MEASURED_NAMESPACE, scheduler)
+        pod = make_pod(self.measured_template, name, MEASURED_NAMESPACE, scheduler)
+        if self.gang_size:
+            group = pod_group_name(index // self.gang_size, batch)
+            pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+        return pod
+
+    def pod_group(self, index: int, batch: int | None = None) -> dict[str, Any]:
+        """PodGroup ``index`` (podgroup.yaml): a gang of ``gang_size``, which measured
+        pods ``index * gang_size`` onwards name; on a cluster, named for its batch too."""
+        if not self.gang_size:
+            raise ValueError(f"{self.name} has no gangs")
+        return {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": pod_group_name(index, batch), "namespace": MEASURED_NAMESPACE},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": self.gang_size}}},
+        }
+
+
+def pod_group_name(index: int, batch: int | None) -> str:
+    return f"gang-{index}" if batch is None else f"b{batch}-gang-{index}"
 
 
 def make_pod(template: str, name: str, namespace: str, scheduler: str | None) -> dict[str, Any]:
     """A pod of one of scheduler_perf's templates (100m / 500Mi pause container)."""
     labels, extra = TEMPLATES[template]
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "pause",
-                "image": "registry.k8s.io/pause:3.10.1",
-                "ports": [{"containerPort": 80}],
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "500Mi"},
-                    "limits": {"cpu": "100m", "memory": "500Mi"},
-                },
-            }
-        ],
-        **extra,
-    }
+    container = _GANG_CONTAINER if template == "gang" else _CONTAINER
+    spec: dict[str, Any] = {"containers": [copy.deepcopy(container)], **extra}
     if scheduler is not None:
         spec["schedulerName"] = scheduler
     return {
@@ -228,6 +280,20 @@ WORKLOADS: dict[str, Workload] = {
         # affinity/, 5000Nodes_10000Pods: 5000 initial, 10000 measured, every node zone1.
         Workload(
             "SchedulingNodeAffinity", ("zone1",), "node-affinity", "node-affinity", 1.0, 2.0, 220
+        ),
+        # gangscheduling/, 5000Nodes_1000Gangs_3000Pods (and 2000, 3000 gangs: --pods):
+        # no initial pods, gangs of 3. Its CI threshold is on the group attempt's mean
+        # duration (8 ms at 1000 gangs), not on pods/s.
+        Workload(
+            "GangScheduling",
+            (),
+            "default",
+            "gang",
+            0.0,
+            0.6,
+            None,
+            gang_size=3,
+            gates=WORKLOAD_GATES,
         ),
     )
 }

@@ -103,6 +103,11 @@ MUTATIONS = {
         quiet=RECLAIM_WITHIN + 30,
     ),
     "quota-blind preemption": Mutation(quota_blind_preemption, "preempted"),
+    # Without Coscheduling a gang's members would be refused by name (PlacementFields):
+    # with both off they are placed one by one, each as soon as it fits.
+    "gangs placed pod by pod": Mutation(
+        disable("Coscheduling", "PlacementFields"), "of minimum|each partly placed"
+    ),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
     "no operators": Mutation(unchanged, "reservation", operators=False),
 }

@@ -41,6 +41,9 @@ Liveness, every snapshot:
 - a reservation past its expiry is Failed, an allocateOnce reservation with a bound owner
   is Succeeded, and one whose node is gone is Failed, each within ``TRANSITION_WITHIN``.
 
+A Pending gang member is left to its gang: gang_invariants.py judges each gang's
+placements as a whole.
+
 At rest (after the load): additionally every reservation's ``currentOwners`` and every
 quota's ``status.used`` (on every key either side names) agree with the pods.
 """

@@ -41,6 +41,9 @@ Liveness, every snapshot:
 - a reservation past its expiry is Failed, an allocateOnce reservation with a bound owner
   is Succeeded, and one whose node is gone is Failed, each within ``TRANSITION_WITHIN``.
 
+A Pending gang member is left to its gang: gang_invariants.py judges each gang's
+placements as a whole.
+
 At rest (after the load): additionally every reservation's ``currentOwners`` and every
 quota's ``status.used`` (on every key either side names) agree with the pods.
 """
@@ -62,6 +65,9 @@ from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+KOORD_GANG = "gang.scheduling.koordinator.sh/name"
+KOORD_LEGACY_GANG = "pod-group.scheduling.sigs.k8s.io/name"
 RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
 TERMINAL = {"Succeeded", "Failed"}
 HOLDING = {"Available", "Waiting"}
@@ -152,6 +158,19 @@ def pending(pod: Mapping[str, Any]) -> bool:
         and (pod.get("status") or {}).get("phase") not in TERMINAL
         and not spec.get("schedulingGates")
     )
+
+
+def gang_of(pod: Mapping[str, Any]) -> str | None:
+    """The gang a pod names, as messages name it (``PodGroup ns/name``, ``Gang ns/name``):
+    the PodGroup label first, then Koordinator's keys (the deprecated label, then the
+    annotation), the order Berth documents."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    namespace = meta.get("namespace")
+    if labels.get(POD_GROUP_LABEL):
+        return f"PodGroup {namespace}/{labels[POD_GROUP_LABEL]}"
+    name = labels.get(KOORD_LEGACY_GANG) or (meta.get("annotations") or {}).get(KOORD_GANG)
+    return f"Gang {namespace}/{name}" if name else None
 
 
 def bound_at(pod: Mapping[str, Any]) -> float | None:
@@ -367,6 +386,7 @@ class Snapshot:
     # Nodes as the node watch showed them since the look before, each as it came (None:
     # deleted): a node can change more than once between two looks.
     node_changes: list[tuple[float, str, Obj | None]] = field(default_factory=list)
+    podgroups: list[Obj] = field(default_factory=list)  # scheduler-plugins' PodGroups
 
     def governing(self) -> dict[str, Obj]:
         """The quota of each namespace (the oldest, as the scheduler picks)."""
@@ -403,6 +423,11 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
             "scheduling.koordinator.sh", "v1alpha1", "reservations", _preload_content=False
         )
     )
+    podgroups = await items(
+        custom.list_cluster_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", "podgroups", _preload_content=False
+        )
+    )
     preempted: list[Obj] = []
     for namespace in namespaces:
         preempted += await items(
@@ -410,7 +435,7 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
                 namespace, field_selector="reason=Preempted", _preload_content=False
             )
         )
-    return Snapshot(taken_at, nodes, pods, quotas, reservations, preempted)
+    return Snapshot(taken_at, nodes, pods, quotas, reservations, preempted, podgroups=podgroups)
 
 
 # -- the checker ----------------------------------------------------------------------------
@@ -1204,6 +1229,8 @@ class Checker:
         for pod in waiting:
             if RESERVATION_AFFINITY in (pod["metadata"].get("annotations") or {}):
                 continue  # decided by its reservations alone
+            if gang_of(pod) is not None:
+                continue  # decided with its gang (gang_invariants.py judges those)
             uid = pod["metadata"]["uid"]
             wanted = demand(pod["spec"])
             own = nominated.get(uid)

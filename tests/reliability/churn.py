@@ -3,7 +3,10 @@ and deleted, some tolerating a dedicated taint, some with required node affinity
 some that must not share a zone with each other (required pod anti-affinity), some that
 must spread over zones (DoNotSchedule, maxSkew 1); quotas; reservations that expire soon
 or outlive the run, some taken by their owners, some on nodes only reservations
-tolerate; nodes tainted, cordoned and uncordoned, deleted and added."""
+tolerate; gangs (scheduler-plugins' PodGroups and Koordinator's gang annotations) of 2 to
+6 members at least, some with more, a quarter of them of 4-CPU members that compete for
+what the other pods leave, deleted whole or a member at a time; nodes tainted, cordoned
+and uncordoned, deleted and added."""
 
 from __future__ import annotations
 
@@ -30,6 +33,16 @@ QUARANTINE = {"key": "berth.test/quarantine", "value": "", "effect": "NoExecute"
 RESERVED = {"key": "berth.test/reserved", "value": "", "effect": "NoSchedule"}
 SOLO = {"berth.test/solo": "yes"}  # at most one such pod per zone (and namespace)
 SPREAD = {"berth.test/spread": "yes"}  # spread over the zones, skew at most 1
+GANG_SIZES = ("500m", "1", "2")
+LARGE = "4"  # a large gang's members: 12 to 24 CPUs a gang, several nodes' worth
+
+
+@dataclass
+class Gang:
+    namespace: str
+    name: str
+    podgroup: bool  # a PodGroup, else Koordinator's annotations
+    members: list[str]
 
 
 @dataclass
@@ -46,6 +59,10 @@ class Churn:
     reservations: list[str] = field(default_factory=list)
     priorities: list[str] = field(default_factory=list)
     cordoned: set[str] = field(default_factory=set)
+    gangs: list[Gang] = field(default_factory=list)
+    # Gangs at once at most: one that cannot be placed waits whole, and an ever growing
+    # number of them would be a backlog of their own.
+    max_gangs: int = 12
     node_deletions: bool = True
     # At most this many pods at once (None: no bound). Creations outnumber deletions, so
     # over a long run the Pending backlog would grow without end: the long variants keep
@@ -180,6 +197,93 @@ class Churn:
             await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         self.counts["pods deleted"] += 1
 
+    async def create_gang(self) -> None:
+        """A PodGroup and its members, or members carrying Koordinator's gang annotations,
+        all of one size, priority and tolerations, in one namespace."""
+        if len(self.gangs) >= self.max_gangs:
+            await self.delete_gang()
+            return
+        self.counts["gangs created"] += 1
+        name = f"g{self.counts['gangs created']}"
+        namespace = self.rng.choice([*self.quota_namespaces, self.free_namespace])
+        minimum = self.rng.randint(2, 6)
+        size = minimum + (self.rng.randint(1, 2) if self.rng.random() < 0.3 else 0)
+        large = self.rng.random() < 0.25
+        cpu = LARGE if large else self.rng.choice(GANG_SIZES)
+        if large:
+            minimum = max(minimum, 3)
+            size = max(size, minimum)
+        podgroup = self.rng.random() < 0.5
+        labels: dict[str, str] = {}
+        annotations: dict[str, str] = {}
+        if podgroup:
+            labels["scheduling.x-k8s.io/pod-group"] = name
+            body = {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": name},
+                "spec": {"minMember": minimum},
+            }
+            await self.custom.create_namespaced_custom_object(
+                "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", body
+            )
+        else:
+            annotations = {
+                "gang.scheduling.koordinator.sh/name": name,
+                "gang.scheduling.koordinator.sh/min-available": str(minimum),
+                "gang.scheduling.koordinator.sh/total-number": str(size),
+            }
+        spec: dict[str, Any] = {"nodeSelector": {"berth.test/group": self.group}}
+        if self.rng.random() < 0.3:
+            spec["tolerations"] = [{"key": DEDICATED["key"], "operator": "Exists"}]
+        priority = self.rng.choice(self.priorities)
+        members = [f"{name}-{i}" for i in range(size)]
+        bodies = []
+        for member in members:
+            body = pod_body(
+                member,
+                self.scheduler,
+                cpu=cpu,
+                memory="256Mi",
+                labels=labels,
+                priority_class=priority,
+                terminationGracePeriodSeconds=0,
+                **spec,
+            )
+            body["metadata"]["annotations"] = annotations
+            bodies.append(body)
+        await asyncio.gather(*(self.core.create_namespaced_pod(namespace, b) for b in bodies))
+        self.gangs.append(Gang(namespace, name, podgroup, members))
+        self.counts["gang members created"] += size
+        self.counts["large gangs created"] += int(large)
+
+    async def delete_gang(self) -> None:
+        """A whole gang (its PodGroup too), or one of its members."""
+        if not self.gangs:
+            return
+        gang = self.rng.choice(self.gangs)
+        if len(gang.members) > 1 and self.rng.random() < 0.5:
+            member = gang.members.pop(self.rng.randrange(len(gang.members)))
+            with contextlib.suppress(ApiException):
+                await self.core.delete_namespaced_pod(
+                    member, gang.namespace, grace_period_seconds=0
+                )
+            self.counts["gang members deleted"] += 1
+            return
+        self.gangs.remove(gang)
+        deletions = [
+            self.core.delete_namespaced_pod(m, gang.namespace, grace_period_seconds=0)
+            for m in gang.members
+        ]
+        if gang.podgroup:
+            deletions.append(
+                self.custom.delete_namespaced_custom_object(
+                    "scheduling.x-k8s.io", "v1alpha1", gang.namespace, "podgroups", gang.name
+                )
+            )
+        await asyncio.gather(*deletions, return_exceptions=True)
+        self.counts["gangs deleted"] += 1
+
     async def create_reservation(self) -> None:
         self.counts["reservations"] += 1
         name = f"{self.group}-r{self.counts['reservations']}"
@@ -216,6 +320,13 @@ class Churn:
         self.reservations.append(name)
 
     async def step(self) -> None:
+        gangs = self.rng.random()
+        if gangs < 0.04:
+            await self.create_gang()
+            return
+        if gangs < 0.06:
+            await self.delete_gang()
+            return
         roll = self.rng.random()
         if roll < 0.55 and self.max_pods is not None and len(self.pods) >= self.max_pods:
             await self.delete_pod()

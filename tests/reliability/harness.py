@@ -11,6 +11,7 @@ import json
 import random
 import re
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -28,6 +29,7 @@ from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
+from tests.reliability.gang_invariants import GangJudge
 from tests.reliability.watches import Departures, NodeChanges
 from tests.support import REPO, eventually
 
@@ -53,12 +55,13 @@ class Scale:
 class Outcome:
     churn: Churn
     checker: Checker
+    gangs: GangJudge
     found: list[str] = field(default_factory=list)
     kills: int = 0
     # Berth's own decision record for pods reported Pending: why it refused them, for the
     # reader of a report (the checker never reads it).
     berth_said: list[str] = field(default_factory=list)
-    departures: Departures | None = None  # of the quota namespaces, while the churn runs
+    departures: Departures | None = None  # of the churn's namespaces, while it runs
     node_changes: NodeChanges | None = None  # every node's, while the churn runs
     # Berth's own figures at the end of the load (its metrics), for the reader of a report.
     berth_figures: str = ""
@@ -72,8 +75,18 @@ class Outcome:
             snap.node_changes = self.node_changes.take()
         return snap
 
+    def judge(self, snap: Snapshot) -> list[str]:
+        """Every invariant judged on one look."""
+        found = self.checker.check(snap) + self.gangs.check(snap)
+        self.found.extend(found)
+        return found
+
+    @property
+    def judging(self) -> bool:
+        return self.checker.judging or self.gangs.judging
+
     def report(self, name: str) -> str:
-        counts = {**self.checker.counts, **self.churn.counts}
+        counts = {**self.checker.counts, **self.gangs.counts, **self.churn.counts}
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         bound = ", ".join(f"{k} {v}" for k, v in sorted(self.checker.bound_per_namespace.items()))
         lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
@@ -261,9 +274,16 @@ async def churned(
     churn.node_deletions = node_deletions
     if scale.pods_per_node is not None:
         churn.max_pods = scale.pods_per_node * scale.nodes
-    departures = Departures(api, namespaces[1:])
+    churn.max_gangs = max(churn.max_gangs, scale.nodes // 10)
+    departures = Departures(api, namespaces)
     node_changes = NodeChanges(api)
-    outcome = Outcome(churn, Checker(scheduler), departures=departures, node_changes=node_changes)
+    outcome = Outcome(
+        churn,
+        Checker(scheduler),
+        GangJudge(scheduler),
+        departures=departures,
+        node_changes=node_changes,
+    )
     node_changes.start()
     await churn.setup(scale.nodes)
     departures.start()
@@ -272,8 +292,7 @@ async def churned(
 
     async def judge() -> None:
         while not stop.is_set():
-            found = outcome.checker.check(await outcome.look(api, namespaces))
-            outcome.found.extend(found)
+            found = outcome.judge(await outcome.look(api, namespaces))
             # The first few explain a run; each asks Berth twice and reads its log, which
             # hundreds of reports a second would turn into load of their own.
             for line in found[: max(0, RECORDS_DURING_LOAD - len(outcome.berth_said))]:
@@ -293,6 +312,7 @@ async def churned(
             await asyncio.sleep(rng.uniform(0.0, 3.0))
             synced = berth.log.read_text().count(SYNCED)
             berth.kill()
+            outcome.gangs.kills.append(time.time())  # no binding of it lands after this
             outcome.kills += 1
             berth.start()
         # The liveness bounds are a working scheduler's: they start once the last restart
@@ -342,11 +362,11 @@ async def settle(api: ApiClient, namespaces: list[str], outcome: Outcome) -> Non
     last: list[str] = []
     while True:
         snap = await outcome.look(api, namespaces)
-        outcome.found.extend(checker.check(snap))
+        outcome.judge(snap)
         last = checker.at_rest(snap) + [
             f"at rest, Pending though placeable: {p}" for p in checker.placeable
         ]
-        if (not last and not checker.judging) or loop.time() > deadline:
+        if (not last and not outcome.judging) or loop.time() > deadline:
             break
         await asyncio.sleep(1)
     outcome.found.extend(last)

@@ -10,6 +10,16 @@ from typing import Any
 import pytest
 
 from tests.reliability.checker import SLACK, Checker, Snapshot
+from tests.reliability.gang_invariants import (
+    PLACEMENT_WITHIN,
+    GangJudge,
+    GangTimeline,
+    Member,
+    below_minimum,
+    partly_placed,
+    partly_placed_together,
+    placements,
+)
 
 SCHEDULER = "rl"
 
@@ -473,3 +483,126 @@ def test_an_allocate_once_reservation_whose_owner_left_holds_nothing() -> None:
     assert fresh.check(unspent) == []
     (found,) = fresh.check(Snapshot(T0 + 4, {"n1": n1}, others, [], [once("s", "n1", "4")]))
     assert found.startswith("node n1: 11 cpu used > 8 allocatable")
+
+
+# -- gangs ----------------------------------------------------------------------------------
+
+
+def gang(title: str, minimum: int, *members: Member) -> GangTimeline:
+    return GangTimeline(title, minimum, {m.name: m for m in members})
+
+
+def member(name: str, bound: float | None = None, left: float | None = None) -> Member:
+    return Member(name, T0 - 60, bound, left)
+
+
+def test_a_placement_that_leaves_its_gang_below_its_minimum_is_reported_once_due() -> None:
+    """Two of a gang of minimum 4 bound and two left pending: reported once the window
+    and the looks after it are past, not before (the other two may still land)."""
+    short = gang("PodGroup q1/g1", 4, *(member(f"m{i}", T0 + i) for i in range(2)),
+                 member("m2"), member("m3"))  # fmt: skip
+    assert below_minimum(short, T0 + PLACEMENT_WITHIN) == []
+    assert below_minimum(short, T0 + PLACEMENT_WITHIN + SLACK) == [
+        f"PodGroup q1/g1: a placement at {T0:.0f} bound 2 with 0 already bound "
+        "(0 left unseen) of minimum 4"
+    ]
+
+
+def test_a_placement_whose_bindings_land_over_its_window_reaches_its_minimum() -> None:
+    """Four bindings over 7 s (retries, a loaded API) are one placement of four."""
+    whole = gang("Gang free/g2", 4, *(member(f"m{i}", T0 + 2.5 * i) for i in range(4)))
+    assert [p.bound for p in placements(whole)] == [4]
+    assert below_minimum(whole, T0 + 60) == []
+
+
+def test_members_bound_before_or_gone_around_a_placement_count_towards_it() -> None:
+    """Minimum 4, placed whole at -100; two of those left at -50. A new member bound at 0
+    joins one still there, one deleted by the churn just before (the scheduler may still
+    have counted it) and one deleted unseen inside the window (it may have been placed,
+    then lost). Without the two that left around it, the second placement is short."""
+    first = [member(f"x{i}", T0 - 100, T0 - 50) for i in range(2)] + [member("old", T0 - 100)]
+    around = [member("gone", T0 - 100, T0 - 3), member("unseen", None, T0 + 4)]
+    new = member("new", T0)
+    assert below_minimum(gang("Gang q2/g3", 4, *first, *around, new), T0 + 60) == []
+    earlier = member("gone", T0 - 100, T0 - 3 * SLACK)
+    assert below_minimum(gang("Gang q2/g3", 4, *first, earlier, new), T0 + 60) == [
+        f"Gang q2/g3: a placement at {T0:.0f} bound 1 with 1 already bound (0 left unseen) "
+        "of minimum 4"
+    ]
+
+
+def test_a_placement_a_kill_cut_between_its_bindings_is_excused() -> None:
+    short = gang("PodGroup free/g4", 3, member("m0", T0), member("m1"), member("m2"))
+    assert below_minimum(short, T0 + 60, kills=[T0 + 0.5]) == []
+    assert len(below_minimum(short, T0 + 60, kills=[T0 - 30])) == 1
+
+
+def test_two_gangs_each_partly_placed_with_members_pending_are_reported() -> None:
+    at = T0 + 60
+    first = gang("PodGroup free/a", 3, member("a0", T0), member("a1"), member("a2"))
+    second = gang("Gang free/b", 2, member("b0", T0 + 5), member("b1"))
+    assert partly_placed_together([first, second], at) == [
+        f"gangs each partly placed at once at {at:.0f}: Gang free/b 1 of 2 bound, "
+        "1 pending; PodGroup free/a 1 of 3 bound, 2 pending"
+    ]
+    # One such gang alone holds nothing another waits for.
+    assert partly_placed_together([first], at) == []
+    # Mid-placement (a binding within the window): the rest may still land.
+    assert partly_placed_together([first, second], T0 + 6) == []
+
+
+def test_gangs_short_because_members_left_or_a_kill_are_not_partly_placed() -> None:
+    """A gang placed whole that lost a member to the churn is short by what left; one
+    whose placement a kill cut may stay short; the gang with neither is."""
+    at = T0 + 60
+    lost = gang("PodGroup free/a", 3, member("a0", T0), member("a1", T0),
+                member("a2", T0, T0 + 30), member("a3"))  # fmt: skip
+    cut = gang("Gang free/c", 3, member("c0", T0 + 20), member("c1"), member("c2"))
+    plain = gang("Gang free/b", 2, member("b0", T0), member("b1"))
+    assert partly_placed(lost, at) is None
+    assert partly_placed(cut, at, kills=[T0 + 21]) is None
+    assert partly_placed(plain, at) == (1, 1)
+    assert partly_placed_together([lost, cut, plain], at, kills=[T0 + 21]) == []
+    assert len(partly_placed_together([lost, cut, plain], at)) == 1
+
+
+def gang_pod(name: str, node_name: str, at: float, group: str = "g") -> dict[str, Any]:
+    pod = in_namespace(bound(name, node_name, at), "q1")
+    pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": group}
+    if not node_name:
+        pod["spec"]["nodeName"] = ""
+        pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+def test_the_gang_judge_follows_members_across_looks_and_the_watch() -> None:
+    """A PodGroup of minimum 2: one member bound at +1, one bound between two looks and
+    deleted before the next (only the watch saw it), one pending. The one the watch saw
+    counts: no report. Without it, the placement is reported once, after its window."""
+    group = {"metadata": {"name": "g", "namespace": "q1"}, "spec": {"minMember": 2}}
+    nodes = {"n1": node("n1")}
+    for watched, expected in ((True, 0), (False, 1)):
+        judge_ = GangJudge(SCHEDULER)
+        first = Snapshot(T0, nodes, [gang_pod("a", "", T0), gang_pod("c", "", T0)], [], [],
+                         podgroups=[group])  # fmt: skip
+        assert judge_.check(first) == []
+        pods = [gang_pod("a", "n1", T0 + 1), gang_pod("c", "", T0)]
+        second = Snapshot(T0 + 2, nodes, pods, [], [], podgroups=[group])
+        second.departed = [gang_pod("b", "n1", T0 + 1)] if watched else []
+        found = judge_.check(second)
+        for at in range(3, 20):
+            found += judge_.check(Snapshot(T0 + at, nodes, pods, [], [], podgroups=[group]))
+        assert len(found) == expected, found
+        assert judge_.counts["gang placements judged"] == 1
+
+
+def test_a_pending_gang_member_is_not_due_as_a_single_pod() -> None:
+    """A node has had room for the member for a minute: its gang decides, not the room."""
+    checker = Checker(SCHEDULER)
+    pending = in_namespace(waiting("m"), "q1")
+    pending["metadata"]["annotations"] = {"gang.scheduling.koordinator.sh/name": "g"}
+    alone = in_namespace(waiting("p"), "q1")
+    found = []
+    for at in (T0, T0 + 40):
+        found += checker.check(Snapshot(at, {"n1": node("n1")}, [pending, alone], [], []))
+    assert [line.split(" Pending")[0] for line in found] == ["pod q1/p"]

@@ -103,6 +103,16 @@ MUTATIONS = {
         quiet=RECLAIM_WITHIN + 30,
     ),
     "quota-blind preemption": Mutation(quota_blind_preemption, "preempted"),
+    # Without Coscheduling a gang's members would be refused by name (PlacementFields):
+    # with both off they are placed one by one, each as soon as it fits.
+    "gangs placed pod by pod": Mutation(
+        disable("Coscheduling", "PlacementFields"), "of minimum|each partly placed"
+    ),
+    # The same, caught by the second gang invariant alone: two gangs each holding part of
+    # the room while their other members wait.
+    "gangs placed pod by pod, two at once": Mutation(
+        disable("Coscheduling", "PlacementFields"), "each partly placed"
+    ),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
     "no operators": Mutation(unchanged, "reservation", operators=False),
 }

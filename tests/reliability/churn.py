@@ -31,6 +31,7 @@ QUARANTINE = {"key": "berth.test/quarantine", "value": "", "effect": "NoExecute"
 # that pods do not take, so a reservation some node could take is there to be placed
 # whatever the pods' pressure, and one left Pending there is seen as such.
 RESERVED = {"key": "berth.test/reserved", "value": "", "effect": "NoSchedule"}
+GANG_WAIT_SECONDS = 3
 SOLO = {"berth.test/solo": "yes"}  # at most one such pod per zone (and namespace)
 SPREAD = {"berth.test/spread": "yes"}  # spread over the zones, skew at most 1
 GANG_SIZES = ("500m", "1", "2")
@@ -222,7 +223,9 @@ class Churn:
                 "apiVersion": "scheduling.x-k8s.io/v1alpha1",
                 "kind": "PodGroup",
                 "metadata": {"name": name},
-                "spec": {"minMember": minimum},
+                # A failed binding is retried for this long (gang/hold.py): the checker's
+                # window for one placement (gang_invariants.PLACEMENT_WITHIN) covers it.
+                "spec": {"minMember": minimum, "scheduleTimeoutSeconds": GANG_WAIT_SECONDS},
             }
             await self.custom.create_namespaced_custom_object(
                 "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", body
@@ -232,6 +235,7 @@ class Churn:
                 "gang.scheduling.koordinator.sh/name": name,
                 "gang.scheduling.koordinator.sh/min-available": str(minimum),
                 "gang.scheduling.koordinator.sh/total-number": str(size),
+                "gang.scheduling.koordinator.sh/waiting-time": f"{GANG_WAIT_SECONDS}s",
             }
         spec: dict[str, Any] = {"nodeSelector": {"berth.test/group": self.group}}
         if self.rng.random() < 0.3:

@@ -15,11 +15,12 @@ interrupted between its bindings may stay short (docs/gang.md, "Not yet").
 
 Why ``PLACEMENT_WITHIN`` (10 s) bounds one placement: its members are decided in one
 synchronous group cycle and their bindings start together right after it; a member's
-binding that fails is tried again on the same node after 0.5, 1 and 2 s (3.5 s) and is
-otherwise given back to the queue, so every binding of the decision lands within those
-retries plus the API calls' own latency on a loaded 2-core machine (about 5 s, the
-checker's ``SLACK``) plus the second the PodScheduled time is truncated to. A member
-placed later is another placement, judged on its own (counting those bound before it).
+binding that fails is tried again on the same node until the gang's wait is up (the
+churn's gangs say 3 s: ``scheduleTimeoutSeconds``, ``waiting-time``) and is otherwise given
+back to the queue, so every binding of the decision lands within that wait plus the API
+calls' own latency on a loaded 2-core machine (about 5 s, the checker's ``SLACK``) plus
+the second the PodScheduled time is truncated to. A member placed later is another
+placement, judged on its own (counting those bound before it).
 """
 
 from __future__ import annotations

@@ -7,10 +7,12 @@ the pod's spec.schedulingGroup (skipped where the API server does not serve it).
 For each of them: a gang that fits is bound whole and none of it before its quorum; one
 that does not fit has nothing bound and says why on every member; of two gangs that each
 take 60 % of one ElasticQuota exactly one is placed whole, the quota's status.used counts
-only that one, and the other holds no quota and no capacity. The PodGroups' own
-conditions (Scheduled, PodGroupScheduled) are checked along the way. Besides: a large
-gang that cannot be placed does not keep a smaller one from its place, and Koordinator's
-gang group is bound only when each of its gangs can be.
+only that one, and the other holds no quota and no capacity; and a `berth run` killed
+(SIGKILL) while a gang is part bound (an admission policy denies one member's binding)
+binds the rest once started again, the bound members left where they were and no node
+beyond its room. The PodGroups' own conditions (Scheduled, PodGroupScheduled) are checked
+along the way. Besides: a large gang that cannot be placed does not keep a smaller one
+from its place, and Koordinator's gang group is bound only when each of its gangs can be.
 
 Each test adds kwok nodes labelled for it and its pods select them. Deadlines are sized
 for a loaded 2-core machine; a "nothing bound" check comes only after the events show
@@ -28,9 +30,9 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes_asyncio.client import ApiClient, ApisApi, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, ApisApi, CoreV1Api, CustomObjectsApi
 
-from tests.integration.cluster import Nodes, Pods, only_these_quotas, pod_body
+from tests.integration.cluster import DeniedBindings, Nodes, Pods, only_these_quotas, pod_body
 from tests.integration.processes import BerthRun
 from tests.support import REPO, eventually
 
@@ -360,6 +362,54 @@ async def test_two_gangs_of_60_percent_of_one_quota_one_placed_whole_the_other_h
     for i in range(3):
         await others.wait_bound(f"plain-{i}", within=60)
     assert await waiting.bound() == []
+
+
+async def test_a_scheduler_killed_with_a_gang_half_bound_binds_the_rest_after_restart(
+    api: ApiClient, namespace: str, nodes: Nodes, berth: BerthRun, family: Family
+) -> None:
+    """An admission policy denies one member's binding, so the others are bound and its
+    binding keeps failing: `berth run` is killed with the gang part bound. Started again
+    with the policy gone, it binds that member beside the others, which stay where they
+    were; the nodes have exactly the room for the gang, so none is overfilled."""
+    scheduler = short(namespace)
+    room = {"n0": 2, "n1": 1}
+    for suffix, cpu in room.items():
+        await nodes.add(suffix, labels=mine(namespace), allocatable={"cpu": str(cpu), "pods": "10"})
+    gang = await Gang(family, api, namespace, "train", 3).create()
+    for i in range(3):
+        await gang.add(str(i), scheduler)
+    *others, last = gang.members
+    paused = "binding paused by the test"
+    allowed = f"request.name != '{last}'"
+    async with DeniedBindings(api, namespace, f"deny-{scheduler}", allowed, paused) as policy:
+        await policy.in_force(last, nodes.names[0])
+        berth.start()
+        assert paused in await gang.says(last, paused)  # its binding was tried and failed
+
+        async def others_bound() -> bool:
+            return await gang.bound() == others
+
+        await eventually(others_bound, DECIDED)
+        where = {m: await gang.pods.node_of(m) for m in others}
+        berth.kill()
+        assert await gang.bound() == others  # the crash left the gang part bound
+    berth.start()  # the policy lifted
+
+    await gang.pods.wait_bound(last, within=DECIDED)
+    assert {m: await gang.pods.node_of(m) for m in others} == where
+    core = CoreV1Api(api)
+    filled = {}
+    for suffix in room:
+        node = f"{short(namespace)}-{suffix}"
+        on = await core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        filled[suffix] = len(on.items)  # every pod on them is a member of 1 cpu
+    assert filled == room
+    for member in gang.members:
+        node = await gang.pods.node_of(member)
+        events = await gang.pods.events(member, "Scheduled")
+        assert sum(e.count or 1 for e in events) <= 1, f"{member} bound twice: {events}"
+        assert all(e.message.endswith(f" to {node}") for e in events)
+    await gang.condition(status="True", reason="Scheduled")
 
 
 async def test_a_large_gang_that_cannot_be_placed_does_not_block_a_smaller_one(

@@ -626,6 +626,33 @@ async def test_a_kube_scheduler_podgroup_gang_that_does_not_fit_binds_nothing() 
     assert why.startswith("PodGroup.scheduling.k8s.io default/train cannot be placed")
 
 
+@pytest.mark.parametrize(
+    ("kind", "group", "join"),
+    [
+        ("PodGroup", pod_group("train", 3), member),
+        (workload.VIEW_KIND, workload_group("train", 3), workload_member),
+    ],
+    ids=["scheduler-plugins", "kube-scheduler"],
+)
+async def test_a_podgroup_s_status_written_does_not_try_its_waiting_gang_again(
+    kind: str, group: Json, join: Any
+) -> None:
+    """The Scheduled or PodGroupScheduled condition written about a waiting gang changes
+    no answer; its spec changed does."""
+    loop = gang_loop(node("n1", cpu="2"), *(join(n, "train") for n in "abc"))
+    loop.parts.events.on_custom(kind)("ADDED", group)
+    await drain(loop)
+    assert bound(loop) == {}
+    assert loop.queue.counts()["unschedulable"] == 3
+    condition = {"type": "Scheduled", "status": "False", "reason": "Unschedulable"}
+    written = {**group, "status": {"conditions": [condition]}}
+    loop.parts.events.on_custom(kind)("MODIFIED", written)
+    assert loop.queue.counts()["unschedulable"] == 3
+    changed = {**written, "spec": {**group["spec"], "priority": 5}}
+    loop.parts.events.on_custom(kind)("MODIFIED", changed)
+    assert loop.queue.counts()["unschedulable"] == 0
+
+
 async def test_a_basic_podgroup_schedules_each_pod_alone() -> None:
     loop = workload_loop(
         node("n1", cpu="1"),

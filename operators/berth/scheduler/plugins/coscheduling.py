@@ -121,11 +121,11 @@ class Coscheduling(Plugin):
             self.on_event(POD, "ADDED", pod)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        """A PodGroup made or changed (its minMember lowered); room freed for a gang the
-        cluster was too small for, or a backoff that may have ended."""
+        """A PodGroup made or its spec changed (its minMember lowered); room freed for a
+        gang the cluster was too small for, or a backoff that may have ended."""
         return (
-            on(POD_GROUP, ActionType.ADD | ActionType.UPDATE_OTHER),
-            on(workload.VIEW_KIND, ActionType.ADD | ActionType.UPDATE_OTHER),
+            on(POD_GROUP, ActionType.ADD | ActionType.UPDATE_OTHER, spec_changed),
+            on(workload.VIEW_KIND, ActionType.ADD | ActionType.UPDATE_OTHER, spec_changed),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
         )
@@ -286,6 +286,14 @@ class Coscheduling(Plugin):
                 self.name, f"{placed} of the {needed} members its gang needs are placed"
             )
         return SUCCESS
+
+
+def spec_changed(pod: PodInfo, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """A PodGroup is new or its spec changed. Its status (the operator's Scheduled
+    condition, Berth's own PodGroupScheduled) decides nothing: taken as a change, each
+    write about a waiting gang would try it again at once, inside its backoff, only for
+    it to be told it is backed off."""
+    return old is None or old.get("spec") != new.get("spec")
 
 
 def _schemes(pod: PodInfo) -> list[tuple[str, str]]:

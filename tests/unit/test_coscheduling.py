@@ -271,10 +271,12 @@ async def test_a_large_gang_backs_off_and_smaller_pods_behind_it_are_placed() ->
     loop.parts.events.on_pod("ADDED", berth_pod("small", "1"))
     await drain(loop)
     assert bound(loop) == {"small": "n1"}
-    # Room freed: the gang is tried again, and is told it is backed off.
+    # Room freed: the gang is tried again, and is told it is backed off; its members wait
+    # out the backoff, to be tried when it ends (no event would bring them back).
     loop.queue.move_all()
     await drain(loop)
     assert "failed recently and is backed off until" in reasons(loop, "g0")[-1]
+    assert loop.queue.counts() == {"active": 0, "backoff": 4, "unschedulable": 0, "gated": 0}
 
 
 async def test_members_beyond_min_member_are_placed_when_they_fit() -> None:

@@ -122,8 +122,12 @@ class ScheduleOne:
         for placed in outcome.placed:
             self._spawn(self.binding_cycle(fwk, placed.state, placed.pod, placed.node))
         gang = outcome.gang
+        until = outcome.wait.until if outcome.wait is not None else None
         for pod, message in outcome.waiting:
-            self.queue.unschedulable(pod, outcome.rejected_by)
+            if until is None:
+                self.queue.unschedulable(pod, outcome.rejected_by)
+            else:  # backed off: an event meanwhile would be lost in the unschedulable area
+                self.queue.wait_out(pod, until - time.time())
             self._spawn(self._report_unschedulable(pod, message, False))
             if outcome.wait is not None:
                 key = gang.title if gang is not None else ""

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from berth import log
-from berth.api.base import format_time
 from berth.api.podgroup import CRD, POD_GROUP_LABEL, PodGroup
 from berth.gang import koordinator, workload
 from berth.gang.backoff import GangBackoff
@@ -247,7 +245,7 @@ class Coscheduling(Plugin):
             return missing
         until = self.backoff.backed_off(gang.key, now)
         if until is not None:
-            return backed_off(gang, _at(until))
+            return backed_off(gang, until)
         if gang.min_resources:
             return resource_gap(gang, self._free(members))
         return None
@@ -323,7 +321,3 @@ def _gang_key(pod: PodInfo) -> str | None:
         return None  # the common case, kept cheap: every pod event asks
     named = _schemes(pod)
     return named[0][0] if named else None
-
-
-def _at(seconds: float) -> str:
-    return format_time(datetime.fromtimestamp(seconds, UTC))

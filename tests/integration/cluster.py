@@ -8,9 +8,16 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi, SchedulingV1Api
+from kubernetes_asyncio.client import (
+    AdmissionregistrationV1Api,
+    ApiClient,
+    CoreV1Api,
+    CustomObjectsApi,
+    SchedulingV1Api,
+)
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.kube.client import succeeded
 from berth.localcluster.nodes import kwok_node
 from berth.scheduler.config import SchedulerConfiguration, parse
 from berth.scheduler.service import Scheduler
@@ -246,3 +253,92 @@ async def running(api: ApiClient, config: SchedulerConfiguration) -> AsyncIterat
 
 def status_message(err: ApiException) -> str:
     return str(json.loads(err.body or b"{}").get("message", ""))
+
+
+class DeniedBindings:
+    """A ValidatingAdmissionPolicy (and its binding) that denies, in one namespace, every
+    pod binding for which ``allowed`` (a CEL expression over ``request`` and ``object``,
+    the Binding) is false, with ``message``: a binding that keeps failing on purpose."""
+
+    def __init__(self, api: ApiClient, namespace: str, name: str, allowed: str, message: str):
+        self.admission = AdmissionregistrationV1Api(api)
+        self.core = CoreV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.allowed = allowed
+        self.message = message
+
+    async def __aenter__(self) -> DeniedBindings:
+        await self.admission.create_validating_admission_policy(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": self.name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {
+                        "resourceRules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE"],
+                                "resources": ["pods/binding"],
+                            }
+                        ]
+                    },
+                    "validations": [{"expression": self.allowed, "message": self.message}],
+                },
+            }
+        )
+        await self.admission.create_validating_admission_policy_binding(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": self.name},
+                "spec": {
+                    "policyName": self.name,
+                    "validationActions": ["Deny"],
+                    "matchResources": {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": self.namespace}
+                        }
+                    },
+                },
+            }
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.lift()
+
+    async def in_force(self, pod: str, node: str, within: float = 30.0) -> None:
+        """Until a dry-run binding of ``pod`` to ``node`` (one the policy denies) is denied:
+        admission policies take effect asynchronously."""
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+
+        async def denied() -> bool:
+            try:
+                await succeeded(
+                    self.core.create_namespaced_pod_binding(
+                        pod, self.namespace, probe, dry_run="All", _preload_content=False
+                    )
+                )
+            except ApiException as err:
+                return self.message in status_message(err)
+            return False
+
+        await eventually(denied, within)
+
+    async def lift(self) -> None:
+        """Delete the policy and its binding (either may be gone already)."""
+        for delete in (
+            self.admission.delete_validating_admission_policy_binding,
+            self.admission.delete_validating_admission_policy,
+        ):
+            with contextlib.suppress(ApiException):
+                await delete(self.name)

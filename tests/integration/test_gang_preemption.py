@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient
 from tests.integration import test_gang
 from tests.integration.cluster import Nodes, Pods, PriorityClasses, pod_body
 from tests.integration.processes import BerthRun
-from tests.integration.test_gang import DECIDED, Gang, mine, short
+from tests.integration.test_gang import DECIDED, SCHEDULER_PLUGINS, Gang, mine, short
 from tests.support import eventually
 
 nodes = test_gang.nodes
@@ -65,7 +65,7 @@ class Scene:
 
     async def gang(self, name: str, size: int, tier: str) -> Gang:
         """A gang of ``size`` members of 2 cpu (a node each) at a priority tier."""
-        gang = await Gang(self.api, self.namespace, name, size).create()
+        gang = await Gang(SCHEDULER_PLUGINS, self.api, self.namespace, name, size).create()
         for i in range(size):
             await gang.add(str(i), self.scheduler, cpu="2", priority_class=self.classes[tier])
         return gang

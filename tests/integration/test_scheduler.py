@@ -9,30 +9,26 @@ appear in messages as "didn't match Pod's node affinity/selector".
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import (
-    AdmissionregistrationV1Api,
     ApiClient,
     CoreV1Api,
     CustomObjectsApi,
     PolicyV1Api,
 )
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.kube.client import succeeded
 from tests.integration.cluster import (
+    DeniedBindings,
     Nodes,
     Pods,
     PriorityClasses,
     config_for,
     pod_body,
     running,
-    status_message,
 )
 from tests.support import eventually
 
@@ -406,66 +402,12 @@ async def test_a_failed_binding_is_forgotten_and_retried(
 ) -> None:
     node = await nodes.add("guarded", labels=mine(namespace))
     name = short(namespace)
-    admission = AdmissionregistrationV1Api(api)
-    policy_name = f"deny-bind-{short(namespace)}"
-    policy: dict[str, Any] = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": policy_name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods/binding"],
-                    }
-                ]
-            },
-            "validations": [
-                {"expression": f"object.target.name != '{node}'", "message": "bindings paused"}
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy_name},
-        "spec": {
-            "policyName": policy_name,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-            },
-        },
-    }
-    await admission.create_validating_admission_policy(policy)
-    await admission.create_validating_admission_policy_binding(binding)
-    try:
-        # Admission policies take effect asynchronously: wait until a dry-run binding of a
-        # probe pod to the node is denied.
+    allowed = f"object.target.name != '{node}'"
+    async with DeniedBindings(
+        api, namespace, f"deny-bind-{name}", allowed, "bindings paused"
+    ) as policy:
         await pods.create(pod_body("probe", "nobody"))
-        probe = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "probe"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-
-        async def denied() -> bool:
-            try:
-                await succeeded(
-                    CoreV1Api(api).create_namespaced_pod_binding(
-                        "probe", namespace, probe, dry_run="All", _preload_content=False
-                    )
-                )
-            except ApiException as err:
-                return "bindings paused" in status_message(err)
-            return False
-
-        await eventually(denied)
+        await policy.in_force("probe", node)
         async with running(api, config_for(name)) as scheduler:
             await pods.create(pod_body("p", name, cpu="1", nodeSelector=mine(namespace)))
             message = await pods.wait_event("p", "FailedScheduling")
@@ -477,16 +419,8 @@ async def test_a_failed_binding_is_forgotten_and_retried(
                 return not scheduler.view.nodes.pods[row]
 
             await eventually(forgotten)
-            await admission.delete_validating_admission_policy_binding(policy_name)
-            await admission.delete_validating_admission_policy(policy_name)
+            await policy.lift()
             assert await pods.wait_bound("p", within=30) == node
-    finally:
-        for delete in (
-            admission.delete_validating_admission_policy_binding,
-            admission.delete_validating_admission_policy,
-        ):
-            with contextlib.suppress(ApiException):  # already deleted by the test body
-                await delete(policy_name)
 
 
 @pytest.mark.parametrize("taint_filter", ["enabled", "disabled"])

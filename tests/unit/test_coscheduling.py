@@ -270,10 +270,12 @@ async def test_a_large_gang_backs_off_and_smaller_pods_behind_it_are_placed() ->
     loop.parts.events.on_pod("ADDED", berth_pod("small", "1"))
     await drain(loop)
     assert bound(loop) == {"small": "n1"}
-    # Room freed: the gang is tried again, and is told it is backed off.
+    # Room freed: the gang is tried again, and is told it is backed off; its members wait
+    # out the backoff, to be tried when it ends (no event would bring them back).
     loop.queue.move_all()
     await drain(loop)
     assert "failed recently and is backed off until" in reasons(loop, "g0")[-1]
+    assert loop.queue.counts() == {"active": 0, "backoff": 4, "unschedulable": 0, "gated": 0}
 
 
 async def test_a_gang_short_by_no_more_than_the_reject_percentage_is_not_backed_off() -> None:
@@ -650,6 +652,33 @@ async def test_a_kube_scheduler_podgroup_gang_that_does_not_fit_binds_nothing() 
     assert loop.parts.view.assumed == {}
     [why, *_] = reasons(loop, "a")
     assert why.startswith("PodGroup.scheduling.k8s.io default/train cannot be placed")
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "join"),
+    [
+        ("PodGroup", pod_group("train", 3), member),
+        (workload.VIEW_KIND, workload_group("train", 3), workload_member),
+    ],
+    ids=["scheduler-plugins", "kube-scheduler"],
+)
+async def test_a_podgroup_s_status_written_does_not_try_its_waiting_gang_again(
+    kind: str, group: Json, join: Any
+) -> None:
+    """The Scheduled or PodGroupScheduled condition written about a waiting gang changes
+    no answer; its spec changed does."""
+    loop = gang_loop(node("n1", cpu="2"), *(join(n, "train") for n in "abc"))
+    loop.parts.events.on_custom(kind)("ADDED", group)
+    await drain(loop)
+    assert bound(loop) == {}
+    assert loop.queue.counts()["unschedulable"] == 3
+    condition = {"type": "Scheduled", "status": "False", "reason": "Unschedulable"}
+    written = {**group, "status": {"conditions": [condition]}}
+    loop.parts.events.on_custom(kind)("MODIFIED", written)
+    assert loop.queue.counts()["unschedulable"] == 3
+    changed = {**written, "spec": {**group["spec"], "priority": 5}}
+    loop.parts.events.on_custom(kind)("MODIFIED", changed)
+    assert loop.queue.counts()["unschedulable"] == 0
 
 
 async def test_a_basic_podgroup_schedules_each_pod_alone() -> None:

@@ -12,6 +12,7 @@ from berth.gang.backoff import GangBackoff
 from berth.gang.group import (
     Gang,
     WaitReason,
+    backed_off,
     demand,
     group_name,
     missing_members,
@@ -182,6 +183,17 @@ def test_backoff_per_gang() -> None:
     assert backoff.backed_off("team/big", now=105) == 110
     assert backoff.backed_off("team/small", now=105) is None
     assert backoff.backed_off("team/big", now=110) is None
+
+
+def test_a_backed_off_gang_s_wait_ends_when_its_backoff_does() -> None:
+    wait = backed_off(Gang("team", "big", 4), 1_767_225_610.0)
+    assert wait.message == (
+        "PodGroup team/big failed recently and is backed off until 2026-01-01T00:00:10Z"
+    )
+    assert wait.until == 1_767_225_610.0
+    waiting = missing_members(Gang("team", "big", 4), 3)
+    assert waiting is not None
+    assert waiting.until is None  # it ends on an event only
 
 
 @pytest.mark.parametrize("seconds", [0, -1])

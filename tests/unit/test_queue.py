@@ -120,6 +120,25 @@ async def test_retry_waits_out_each_backoff(queue: SchedulingQueue, clock: FakeC
         popped = await pop_now(queue)
 
 
+@pytest.mark.parametrize(
+    ("seconds", "waited"),
+    [(5.0, 5.0), (-3.0, 1.0)],  # the second: its own backoff is longer (the gang's ended)
+)
+async def test_a_pod_waits_out_a_given_time_then_is_tried_without_an_event(
+    queue: SchedulingQueue, clock: FakeClock, seconds: float, waited: float
+) -> None:
+    """A backed-off gang's member: no cluster event ends a gang's backoff, so its members
+    wait in the backoff area (not the unschedulable one) and come back when it ends."""
+    queue.add(pending("p"))
+    queue.wait_out(await pop_now(queue), seconds)
+    assert queue.counts() == empty_counts(backoff=1)
+    queue.move_all()  # an event meanwhile neither hastens nor loses it
+    clock.advance(waited - 0.01)
+    assert await nothing_ready(queue)
+    clock.advance(0.01)
+    assert (await pop_now(queue)).name == "p"
+
+
 async def test_unschedulable_pods_wait_for_a_cluster_event(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:

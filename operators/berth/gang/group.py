@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 
+from berth.api.base import format_time
 from berth.api.podgroup import POD_GROUP_LABEL, PodGroup
 from berth.podresources import Resources, add, resource_list
 from berth.quota.usage import format_units
@@ -33,6 +35,10 @@ class Wait:
 
     reason: WaitReason
     message: str
+    until: float | None = None
+    """When the wait ends by itself (seconds since the epoch): a backoff. The members are
+    tried again then, whatever happens meanwhile; other waits last until an event may
+    change the answer."""
 
 
 @dataclass(frozen=True)
@@ -150,8 +156,8 @@ def quota_wait(gang: Gang, rejection: str) -> Wait:
     )
 
 
-def backed_off(gang: Gang, until: str) -> Wait:
+def backed_off(gang: Gang, until: float) -> Wait:
+    at = format_time(datetime.fromtimestamp(until, UTC))
     return Wait(
-        WaitReason.BACKED_OFF,
-        f"{gang.title} failed recently and is backed off until {until}",
+        WaitReason.BACKED_OFF, f"{gang.title} failed recently and is backed off until {at}", until
     )

@@ -164,6 +164,14 @@ class SchedulingQueue:
             entry.since = self.clock()
             self._unschedulable.add(pod.uid)
 
+    def wait_out(self, pod: PodInfo, seconds: float) -> None:
+        """Not tried for ``seconds`` (or its own backoff, if longer), then tried whatever
+        happens: a gang's backoff, which no cluster event ends."""
+        entry = self._finish_attempt(pod)
+        if entry is not None:
+            entry.ready_at = max(entry.ready_at, entry.queued_at + seconds)
+            self._to_backoff_or_active(entry)
+
     def retry(self, pod: PodInfo) -> None:
         """An error (binding failed, API trouble): try again after the backoff."""
         entry = self._finish_attempt(pod)

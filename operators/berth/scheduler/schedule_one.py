@@ -123,8 +123,12 @@ class ScheduleOne:
             cycle = self.profiles[fwk.name].cycle
             self._spawn(carry_out(fwk, cycle, outcome.preemption))
         gang = outcome.gang
+        until = outcome.wait.until if outcome.wait is not None else None
         for pod, message in outcome.waiting:
-            self.queue.unschedulable(pod, outcome.rejected_by)
+            if until is None:
+                self.queue.unschedulable(pod, outcome.rejected_by)
+            else:  # backed off: an event meanwhile would be lost in the unschedulable area
+                self.queue.wait_out(pod, until - time.time())
             if pod.reservation is not None:
                 self._spawn(self.placement.unschedulable(pod, message))
             else:

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from berth import log
-from berth.api.base import format_time
 from berth.api.podgroup import CRD, POD_GROUP_LABEL, PodGroup
 from berth.api.reservation import GROUP as RESERVATION_GROUP
 from berth.api.reservation import TERMINAL_PHASES
@@ -130,11 +128,11 @@ class Coscheduling(Plugin):
             self.on_event(RESERVATION, "ADDED", raw)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        """A PodGroup made or changed (its minMember lowered); room freed for a gang the
-        cluster was too small for, or a backoff that may have ended."""
+        """A PodGroup made or its spec changed (its minMember lowered); room freed for a
+        gang the cluster was too small for, or a backoff that may have ended."""
         return (
-            on(POD_GROUP, ActionType.ADD | ActionType.UPDATE_OTHER),
-            on(workload.VIEW_KIND, ActionType.ADD | ActionType.UPDATE_OTHER),
+            on(POD_GROUP, ActionType.ADD | ActionType.UPDATE_OTHER, spec_changed),
+            on(workload.VIEW_KIND, ActionType.ADD | ActionType.UPDATE_OTHER, spec_changed),
             on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
             on(RESERVATION, ActionType.DELETE),
@@ -274,7 +272,7 @@ class Coscheduling(Plugin):
             return missing
         until = self.backoff.backed_off(gang.key, now)
         if until is not None:
-            return backed_off(gang, _at(until))
+            return backed_off(gang, until)
         if gang.min_resources:
             return resource_gap(gang, self._free(members))
         return None
@@ -339,6 +337,14 @@ class Coscheduling(Plugin):
         return SUCCESS
 
 
+def spec_changed(pod: PodInfo, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """A PodGroup is new or its spec changed. Its status (the operator's Scheduled
+    condition, Berth's own PodGroupScheduled) decides nothing: taken as a change, each
+    write about a waiting gang would try it again at once, inside its backoff, only for
+    it to be told it is backed off."""
+    return old is None or old.get("spec") != new.get("spec")
+
+
 def _schemes(pod: PodInfo) -> list[tuple[str, str]]:
     """Each gang the pod names (its key, and how an event names it), in the order
     docs/gang.md gives: kube-scheduler's ``spec.schedulingGroup``, scheduler-plugins'
@@ -366,7 +372,3 @@ def _gang_key(pod: PodInfo) -> str | None:
         return None  # the common case, kept cheap: every pod event asks
     named = _schemes(pod)
     return named[0][0] if named else None
-
-
-def _at(seconds: float) -> str:
-    return format_time(datetime.fromtimestamp(seconds, UTC))

@@ -24,8 +24,8 @@ import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from berth.localcluster.build import cached
-from berth.scheduler.framework import CycleState, Plugin
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import CycleState, Plugin
 from berth.scheduler.service import Scheduler
 from tests.integration.cluster import (
     Nodes,

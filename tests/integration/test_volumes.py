@@ -15,8 +15,8 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, StorageV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.scheduler.framework import CycleState
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import CycleState
 from tests.integration.test_parity import HOSTNAME, WITHIN, ZONE, Case, Scheduler, Side
 from tests.integration.test_parity import case as case  # the fixture
 from tests.support import eventually

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 
 from berth.scheduler.assembly import assemble
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import ReservationBook
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.config import parse
 from berth.scheduler.cycle import Cycle, Placement
 from berth.scheduler.eventhandlers import EventHandlers
-from berth.scheduler.framework import CycleState, Diagnosis, Handle
-from berth.scheduler.messages import FitError
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import ReservationBook
-from berth.scheduler.runtime import Framework
-from berth.scheduler.view import ClusterView
+from berth.scheduler.framework.interface import CycleState, Diagnosis, Handle
+from berth.scheduler.framework.messages import FitError
+from berth.scheduler.framework.runtime import Framework
 
 Json = dict[str, Any]
 

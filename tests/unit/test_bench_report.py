@@ -27,7 +27,7 @@ from berth.bench.sides import (
     kube_plugins,
     scheduler_configuration,
 )
-from berth.scheduler.registry import NOT_IMPLEMENTED
+from berth.scheduler.plugins.registry import NOT_IMPLEMENTED
 
 CONDITIONS = Conditions(
     commit="abc1234",

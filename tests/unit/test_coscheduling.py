@@ -12,14 +12,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.gang import hold, workload
 from berth.kubectl.why import report
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import ReservationBook
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.config import ConfigError, Profile, load, parse
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.plugins.coscheduling import CoschedulingArgs
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.registry import build
-from berth.scheduler.reservations import ReservationBook
-from berth.scheduler.view import ClusterView
+from berth.scheduler.plugins.registry import build
 from tests.unit.scheduler_fixtures import Json, info, node
 from tests.unit.test_schedule_one import Loop, berth_pod, reservation
 

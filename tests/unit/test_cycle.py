@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from berth.scheduler.cycle import Cycle
-from berth.scheduler.messages import NO_NODES, fit_message
+from berth.scheduler.framework.messages import NO_NODES, fit_message
 from tests.unit.scheduler_fixtures import (
     host_port,
     make_env,

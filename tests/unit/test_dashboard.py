@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.metrics import SchedulerMetrics
-from berth.scheduler.view import ClusterView
 from tests.support import REPO
 
 DASHBOARD = REPO / "manifests" / "dashboards" / "berth-scheduler.json"

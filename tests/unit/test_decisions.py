@@ -14,6 +14,7 @@ import pytest
 
 from berth.health import HealthServer
 from berth.kubectl import why
+from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.decisions.http import (
     NODE_PATH,
     PATH,
@@ -23,9 +24,8 @@ from berth.scheduler.decisions.http import (
 )
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import Decision, of_attempt
-from berth.scheduler.framework import PostFilterResult
-from berth.scheduler.messages import fit_message
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.framework.interface import PostFilterResult
+from berth.scheduler.framework.messages import fit_message
 from tests.unit import test_loadaware as load
 from tests.unit import test_numa as numa
 from tests.unit.plugins import test_reservation as rsv

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from berth.health import DEFAULT_HOST, DEFAULT_PORT, HealthServer
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.metrics import SchedulerMetrics
-from berth.scheduler.view import ClusterView
 
 PROFILE = "default-scheduler"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from berth.loadaware.priority import priority_class
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from tests.unit.scheduler_fixtures import EPOCH, Env, Json, container, info, make_env, node, pod, ts
 

@@ -16,7 +16,7 @@ from berth.numa.fingerprint import sign
 from berth.numa.fit import is_guaranteed, misalignment, node_score
 from berth.numa.report import follow, updater_write_time
 from berth.numa.topology import NodeTopology
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from tests.unit.scheduler_fixtures import EPOCH, Env, Json, container, info, make_env, node, pod, ts
 

@@ -7,7 +7,7 @@ import kubernetes.client
 import kubernetes_asyncio.client
 import pytest
 
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.placementfields import (
     HONOURED,
     NOT_PLACEMENT,

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pytest
 
-from berth.scheduler.framework import PostFilterResult
-from berth.scheduler.messages import fit_message
+from berth.scheduler.framework.interface import PostFilterResult
+from berth.scheduler.framework.messages import fit_message
+from berth.scheduler.framework.preemption import Candidate
 from berth.scheduler.plugins.defaultpreemption import DefaultPreemption
-from berth.scheduler.preemption import Candidate
 from tests.unit.scheduler_fixtures import (
     Env,
     Json,

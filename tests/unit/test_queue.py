@@ -15,8 +15,8 @@ import asyncio
 
 import pytest
 
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.queue import UNSCHEDULABLE_TIMEOUT, SchedulingQueue
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.queue.scheduling_queue import UNSCHEDULABLE_TIMEOUT, SchedulingQueue
 from tests.unit.scheduler_fixtures import info, pod
 
 

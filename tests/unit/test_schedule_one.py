@@ -20,12 +20,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from berth.kube.write import NotFound
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.scheduler.assembly import Assembly, assemble
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import template_pod
 from berth.scheduler.config import Profile
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.placement import placeable_on, unplaced
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.reservations import template_pod
+from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 from berth.scheduler.schedule_one import ScheduleOne
 from berth.scheduler.writer import Writer
 from tests.unit.scheduler_fixtures import Json, node, pod

@@ -27,10 +27,10 @@ from berth.scheduler.config import (
     parse,
 )
 from berth.scheduler.config import main as config_main
-from berth.scheduler.framework import EXTENSION_POINTS
+from berth.scheduler.framework.interface import EXTENSION_POINTS
+from berth.scheduler.framework.runtime import Framework
 from berth.scheduler.plugins.noderesources import NodeResourcesFit
-from berth.scheduler.registry import PLUGINS
-from berth.scheduler.runtime import Framework
+from berth.scheduler.plugins.registry import PLUGINS
 from tests.support import REPO
 from tests.unit.scheduler_fixtures import Json
 

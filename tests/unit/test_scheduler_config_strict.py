@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from berth.scheduler.argspec import ARGS, Field
 from berth.scheduler.config import ConfigError, parse
-from berth.scheduler.registry import DEFAULTS, PLUGINS, QUEUE_SORT
+from berth.scheduler.framework.argspec import ARGS, Field
+from berth.scheduler.plugins.registry import DEFAULTS, PLUGINS, QUEUE_SORT
 from tests.unit.scheduler_fixtures import Json, make_env
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.scheduler.clusterevents import POD, ActionType, ClusterEvent
-from berth.scheduler.messages import NO_NODES
+from berth.scheduler.framework.clusterevents import POD, ActionType, ClusterEvent
+from berth.scheduler.framework.messages import NO_NODES
 from tests.unit.scheduler_fixtures import (
     EPOCH,
     Env,

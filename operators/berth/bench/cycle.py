@@ -15,9 +15,9 @@ import yaml
 from berth.bench.stats import percentile
 
 if TYPE_CHECKING:
-    from berth.scheduler.podinfo import PodInfo
+    from berth.scheduler.cache.podinfo import PodInfo
+    from berth.scheduler.cache.view import ClusterView
     from berth.scheduler.schedule_one import Profile as BuiltProfile
-    from berth.scheduler.view import ClusterView
 
 
 def _pod(name: str, scheduler: str) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def _pod(name: str, scheduler: str) -> dict[str, Any]:
 
 def place(profile: BuiltProfile, view: ClusterView, pod: PodInfo) -> str:
     """One scheduling cycle and what follows it in process (assume, reserve); the node."""
-    from berth.scheduler.framework import CycleState
+    from berth.scheduler.framework.interface import CycleState
 
     state = CycleState()
     node = profile.cycle.schedule(state, pod).node
@@ -66,8 +66,8 @@ def _cycle_run(nodes: int, pods: int, *, installed: bool) -> str:
     from berth.localcluster.nodes import node_manifest
     from berth.localcluster.paths import REPO_DIR
     from berth.scheduler.assembly import assemble
+    from berth.scheduler.cache.podinfo import PodInfo
     from berth.scheduler.config import Profile, parse
-    from berth.scheduler.podinfo import PodInfo
 
     profile = Profile()
     if installed:
@@ -154,10 +154,10 @@ def _workload_run(
     placements, initial pods, measured pods) of one run."""
     from berth.bench.workloads import WORKLOADS
     from berth.scheduler.assembly import assemble
+    from berth.scheduler.cache.podinfo import PodInfo
     from berth.scheduler.config import Profile
-    from berth.scheduler.framework import CycleState
-    from berth.scheduler.messages import FitError
-    from berth.scheduler.podinfo import PodInfo
+    from berth.scheduler.framework.interface import CycleState
+    from berth.scheduler.framework.messages import FitError
 
     workload = WORKLOADS[name]
     init, measured = workload.sizes(nodes, pods)

@@ -373,10 +373,10 @@ def measure(nodes: int, pods: int, *, trace: bool) -> dict[str, Any]:
     of the pods."""
     from berth.kube.watch import Informer
     from berth.scheduler.assembly import assemble
+    from berth.scheduler.cache.podinfo import PodInfo
     from berth.scheduler.config import Profile
     from berth.scheduler.decisions.ledger import DecisionLedger
-    from berth.scheduler.podinfo import PodInfo
-    from berth.scheduler.queue import SchedulingQueue
+    from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 
     queue = SchedulingQueue()
     parts = assemble([Profile()], queue=queue, rng=random.Random(0))

@@ -26,10 +26,10 @@ from typing import Any
 from berth.localcluster.nodes import kwok_node
 from berth.numa.fingerprint import sign
 from berth.scheduler.assembly import assemble
+from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.config import Profile
-from berth.scheduler.framework import CycleState
-from berth.scheduler.messages import FitError
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.framework.interface import CycleState
+from berth.scheduler.framework.messages import FitError
 
 __all__ = ["LEDGERS", "Outcome", "Scenario", "numa_bench", "simulate"]
 

@@ -25,7 +25,7 @@ import yaml
 
 from berth.run import run_command
 from berth.scheduler.config import installed_text, parse
-from berth.scheduler.registry import DEFAULTS, NOT_IMPLEMENTED, QUEUE_SORT, profile_plugins
+from berth.scheduler.plugins.registry import DEFAULTS, NOT_IMPLEMENTED, QUEUE_SORT, profile_plugins
 
 KUBE_SCHEDULER = "kube-scheduler"
 BERTH = "berth"

@@ -13,17 +13,17 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import ReservationBook
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.config import Profile as ProfileConfig
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.eventhandlers import EventHandlers
-from berth.scheduler.framework import QueueSharePlugin
+from berth.scheduler.framework.interface import QueueSharePlugin
 from berth.scheduler.placement import ReservationPlacement
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.registry import build
-from berth.scheduler.reservations import ReservationBook
+from berth.scheduler.plugins.registry import build
+from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 from berth.scheduler.schedule_one import Profile
-from berth.scheduler.view import ClusterView
 from berth.scheduler.writer import Writer
 
 

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from berth.scheduler.argspec import ARGS, args_problem, suggestion
+from berth.scheduler.framework.argspec import ARGS, args_problem, suggestion
 
 API_VERSIONS = frozenset(
     {

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from berth.scheduler.framework import CycleState, Diagnosis
-from berth.scheduler.messages import FitError
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.runtime import Framework
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import CycleState, Diagnosis
+from berth.scheduler.framework.messages import FitError
+from berth.scheduler.framework.runtime import Framework
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5

@@ -17,14 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.podinfo import PodInfo, spec_changed
+from berth.scheduler.cache.reservations import KIND as RESERVATION
+from berth.scheduler.cache.reservations import ReservationBook, resized, template_pod
+from berth.scheduler.cache.view import ClusterView, object_key
+from berth.scheduler.framework.clusterevents import (
     POD_DISRUPTION_BUDGET,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
 )
-from berth.scheduler.framework import Plugin
+from berth.scheduler.framework.interface import Plugin
+from berth.scheduler.framework.runtime import Framework
 from berth.scheduler.placement import (
     NO_REQUESTS,
     RESERVATION_PLUGIN,
@@ -33,12 +38,7 @@ from berth.scheduler.placement import (
     pending,
     unsupported_annotations,
 )
-from berth.scheduler.podinfo import PodInfo, spec_changed
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.reservations import KIND as RESERVATION
-from berth.scheduler.reservations import ReservationBook, resized, template_pod
-from berth.scheduler.runtime import Framework
-from berth.scheduler.view import ClusterView, object_key
+from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 
 POD = "Pod"
 

@@ -35,14 +35,14 @@ from berth.gang.preemption import (
     whole_gangs,
 )
 from berth.kube.write import NotFound, api_message
+from berth.scheduler.cache.nodetable import Ints
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import is_reservation
 from berth.scheduler.cycle import Cycle
-from berth.scheduler.framework import CycleState, Diagnosis, GroupMembers
-from berth.scheduler.messages import FitError, histogram_text
-from berth.scheduler.nodetable import Ints
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator, VictimPolicy, start_time
-from berth.scheduler.reservations import is_reservation
-from berth.scheduler.runtime import Framework
+from berth.scheduler.framework.interface import CycleState, Diagnosis, GroupMembers
+from berth.scheduler.framework.messages import FitError, histogram_text
+from berth.scheduler.framework.preemption import Evaluator, VictimPolicy, start_time
+from berth.scheduler.framework.runtime import Framework
 
 logger = log.get(__name__)
 

@@ -27,13 +27,13 @@ from berth.gang.group import (
 )
 from berth.gang.hold import GangHold
 from berth.gang.placement import GangPlacement, Placed, Refused, place_all_or_nothing
+from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cycle import Cycle
-from berth.scheduler.framework import CycleState, GroupMembers, GroupPlugin
+from berth.scheduler.framework.interface import CycleState, GroupMembers, GroupPlugin
+from berth.scheduler.framework.messages import FitError
+from berth.scheduler.framework.runtime import Framework
 from berth.scheduler.gangpreemption import GangPreemption, plan
-from berth.scheduler.messages import FitError
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.runtime import Framework
+from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 
 POD_GROUP = CRD.kind
 POD_GROUP_API = CRD.api_version

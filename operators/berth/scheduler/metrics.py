@@ -21,8 +21,8 @@ from berth.api.base import epoch_seconds
 from berth.podresources import CPU, Resources, resource_list
 
 if TYPE_CHECKING:
+    from berth.scheduler.cache.view import ClusterView
     from berth.scheduler.decisions.ledger import DecisionLedger
-    from berth.scheduler.view import ClusterView
 
 ATTEMPT_RESULTS = ("scheduled", "unschedulable", "error")
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")

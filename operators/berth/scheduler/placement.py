@@ -21,9 +21,9 @@ from typing import Any
 from berth import log
 from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, ReservationPhase
 from berth.quota.usage import as_resource_list
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import KIND, Held, ReservationBook
-from berth.scheduler.view import ClusterView
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import KIND, Held, ReservationBook
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.writer import Still, Writer, now
 
 logger = log.get(__name__)

@@ -22,20 +22,20 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from berth import log
 from berth.gang import workload
 from berth.kube.write import api_message
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.cycle import Cycle
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.record import of_attempt, of_gang
 from berth.scheduler.eventhandlers import EventHandlers
-from berth.scheduler.framework import CycleState, PostFilterResult, Status
+from berth.scheduler.framework.interface import CycleState, PostFilterResult, Status
+from berth.scheduler.framework.messages import FitError, fit_message
+from berth.scheduler.framework.runtime import Framework
 from berth.scheduler.gangpreemption import carry_out
 from berth.scheduler.groupcycle import POD_GROUP, POD_GROUP_API, GroupOutcome, schedule_group
-from berth.scheduler.messages import FitError, fit_message
 from berth.scheduler.metrics import SchedulerMetrics
 from berth.scheduler.placement import ReservationPlacement
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.runtime import Framework
-from berth.scheduler.view import ClusterView
+from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 from berth.scheduler.writer import Writer, now
 
 logger = log.get(__name__)

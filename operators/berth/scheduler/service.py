@@ -31,18 +31,18 @@ from berth.health import Heartbeat
 from berth.kube.watch import Informer
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter, Conflict, NotFound, api_message
 from berth.scheduler.assembly import assemble
-from berth.scheduler.config import SchedulerConfiguration
-from berth.scheduler.framework import PeriodicPlugin
-from berth.scheduler.metrics import SchedulerMetrics
-from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
-from berth.scheduler.queue import SchedulingQueue
-from berth.scheduler.schedule_one import ScheduleOne
-from berth.scheduler.selectorowners import (
+from berth.scheduler.cache.selectorowners import (
     REPLICA_SET,
     REPLICATION_CONTROLLER,
     SERVICE,
     STATEFUL_SET,
 )
+from berth.scheduler.config import SchedulerConfiguration
+from berth.scheduler.framework.interface import PeriodicPlugin
+from berth.scheduler.metrics import SchedulerMetrics
+from berth.scheduler.plugins.capacityscheduling import CapacityScheduling
+from berth.scheduler.queue.scheduling_queue import SchedulingQueue
+from berth.scheduler.schedule_one import ScheduleOne
 from berth.scheduler.writer import Writer
 
 logger = log.get(__name__)

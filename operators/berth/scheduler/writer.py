@@ -35,7 +35,7 @@ from berth.kube.write import (
     ApiWriter,
     Conflict,
 )
-from berth.scheduler.podinfo import PREEMPTION_REASON, PodInfo
+from berth.scheduler.cache.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
 

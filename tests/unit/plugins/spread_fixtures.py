@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from tests.unit.scheduler_fixtures import Env, Json, info, node
 
 HOSTNAME = "kubernetes.io/hostname"

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import CycleState
-from berth.scheduler.messages import FitError
+from berth.scheduler.framework.interface import CycleState
+from berth.scheduler.framework.messages import FitError
+from berth.scheduler.framework.preemption import Candidate
 from berth.scheduler.plugins.capacityscheduling import (
     CapacityScheduling,
     QuotaVictims,
     TreeVictims,
 )
-from berth.scheduler.preemption import Candidate
 from tests.unit.scheduler_fixtures import EPOCH, Env, Json, info, make_env, node, pod
 
 GPU = "nvidia.com/gpu"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from tests.unit.plugins.spread_fixtures import HOSTNAME, ZONE, pod_affinity, scores, term, zoned
 from tests.unit.scheduler_fixtures import Env, Json, info, make_env, pod
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.nodevolumelimits import MAX_VOLUME_COUNT
 from tests.unit.scheduler_fixtures import (
     csi_node,

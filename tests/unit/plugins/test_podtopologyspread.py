@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from tests.unit.plugins.spread_fixtures import ZONE, scores, spread, zoned
 from tests.unit.scheduler_fixtures import info, make_env, pod, taint
 

@@ -14,7 +14,7 @@ from berth.api.reservation import Reservation
 from berth.reservation.matching import PodFacts, affinity_of, is_owner, may_own, owner_screen
 from berth.reservation.preemption import preemption_reservation, reservation_name
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.reservation import Reservation as ReservationPlugin
 from tests.unit.scheduler_fixtures import NOW, Env, Json, info, make_env, node, pod, ts
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
 from tests.unit.scheduler_fixtures import (
     info,
     make_env,

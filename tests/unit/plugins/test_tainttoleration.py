@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
 from tests.unit.scheduler_fixtures import (
     Json,
     make_env,

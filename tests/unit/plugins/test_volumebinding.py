@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from berth.scheduler.framework import CycleState
+from berth.scheduler.cache.volumestore import PersistentVolume, PersistentVolumeClaim
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.volumebinding.binder import (
     BIND_CONFLICT,
     NODE_CONFLICT,
@@ -13,7 +14,6 @@ from berth.scheduler.plugins.volumebinding.binder import (
     UNBOUND_IMMEDIATE,
 )
 from berth.scheduler.plugins.volumebinding.plugin import VolumeBinding, check_bindings
-from berth.scheduler.volumestore import PersistentVolume, PersistentVolumeClaim
 from tests.unit.scheduler_fixtures import (
     expr,
     info,
@@ -235,7 +235,11 @@ def test_unknown_and_scoring_arguments_are_refused() -> None:
 
 
 def test_a_pod_waiting_for_its_claim_goes_back_when_the_claim_is_bound() -> None:
-    from berth.scheduler.clusterevents import PERSISTENT_VOLUME_CLAIM, ActionType, ClusterEvent
+    from berth.scheduler.framework.clusterevents import (
+        PERSISTENT_VOLUME_CLAIM,
+        ActionType,
+        ClusterEvent,
+    )
 
     env = make_env(*three_nodes())
     plugin: VolumeBinding = env.plugin("VolumeBinding")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from berth.scheduler.clusterevents import POD, ActionType, ClusterEvent
-from berth.scheduler.framework import CycleState
+from berth.scheduler.framework.clusterevents import POD, ActionType, ClusterEvent
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.volumerestrictions import (
     DISK_CONFLICT,
     RWOP_CONFLICT,

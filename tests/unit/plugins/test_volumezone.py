@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from berth.scheduler.clusterevents import PERSISTENT_VOLUME, ActionType, ClusterEvent
-from berth.scheduler.framework import CycleState
+from berth.scheduler.cache.volumestore import PersistentVolume
+from berth.scheduler.framework.clusterevents import PERSISTENT_VOLUME, ActionType, ClusterEvent
+from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.volumezone import (
     NO_PV_NAME,
     NO_PV_OR_CLASS,
     ZONE_CONFLICT,
     VolumeZone,
 )
-from berth.scheduler.volumestore import PersistentVolume
 from tests.unit.scheduler_fixtures import (
     info,
     make_env,

@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.decisions.ledger import DecisionLedger
 from berth.scheduler.decisions.nodereport import node_report
-from berth.scheduler.view import ClusterView
 
 PATH = "/debug/pods/{namespace}/{name}"
 NODE_PATH = "/debug/nodes/{name}"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.view import ClusterView
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.view import ClusterView
 
 
 def node_report(view: ClusterView, name: str) -> dict[str, Any] | None:

@@ -17,7 +17,8 @@ import numpy as np
 from berth import log
 from berth.gang.group import Wait, WaitReason
 from berth.quota.check import OVER_MAX, OVER_MIN_TOTAL
-from berth.scheduler.framework import (
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import (
     Code,
     CycleState,
     Diagnosis,
@@ -25,13 +26,12 @@ from berth.scheduler.framework import (
     PostFilterResult,
     Status,
 )
+from berth.scheduler.framework.runtime import Framework
 from berth.scheduler.plugins.capacityscheduling import QUOTA_PLUGINS
 from berth.scheduler.plugins.coscheduling import Coscheduling
 from berth.scheduler.plugins.loadaware import LoadAwareScheduling
 from berth.scheduler.plugins.noderesourcetopology import NodeResourceTopologyMatch
 from berth.scheduler.plugins.reservation import Reservation
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.runtime import Framework
 
 logger = log.get(__name__)
 

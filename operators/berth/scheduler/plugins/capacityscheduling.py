@@ -66,7 +66,9 @@ from berth.quota.treeadmission import (
 )
 from berth.quota.usage import format_units
 from berth.reservation.matching import PodFacts, is_owner
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import (
     ELASTIC_QUOTA,
     NODE,
     POD,
@@ -74,7 +76,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import (
+from berth.scheduler.framework.interface import (
     SUCCESS,
     CycleState,
     Diagnosis,
@@ -84,9 +86,7 @@ from berth.scheduler.framework import (
     Status,
     unschedulable,
 )
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator, VictimPolicy, more_important_first
+from berth.scheduler.framework.preemption import Evaluator, VictimPolicy, more_important_first
 
 logger = log.get(__name__)
 

@@ -46,8 +46,11 @@ from berth.gang.group import (
 )
 from berth.gang.hold import wait_seconds
 from berth.podresources import Resources, add
-from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import (
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import KIND as RESERVATION
+from berth.scheduler.cache.reservations import template_pod
+from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import (
     SUCCESS,
     CycleState,
     GroupMembers,
@@ -56,9 +59,6 @@ from berth.scheduler.framework import (
     Status,
     unschedulable,
 )
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import KIND as RESERVATION
-from berth.scheduler.reservations import template_pod
 
 logger = log.get(__name__)
 

@@ -12,9 +12,9 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.kube.write import api_message
-from berth.scheduler.framework import SUCCESS, Code, CycleState, Handle, Plugin, Status
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import SUCCESS, Code, CycleState, Handle, Plugin, Status
 from berth.scheduler.placement import ReservationPlacement
-from berth.scheduler.podinfo import PodInfo
 
 
 class DefaultBinder(Plugin):

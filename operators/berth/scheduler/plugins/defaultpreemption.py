@@ -1,6 +1,6 @@
 """DefaultPreemption: make room for a pod by evicting pods of lower priority.
 
-The search and the eviction are the shared evaluator's (``berth.scheduler.preemption``);
+The search and the eviction are the shared evaluator's (``berth.scheduler.framework.preemption``);
 this plugin's rule is kube-scheduler's: any pod of lower priority on the node may go, and
 nothing but the node's filters has to hold once it has.
 """
@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from berth.scheduler.framework import CycleState, Diagnosis, Handle, Plugin, PostFilterResult
-from berth.scheduler.nodetable import Ints
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.preemption import Evaluator, VictimPolicy, more_important_first
+from berth.scheduler.cache.nodetable import Ints
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import (
+    CycleState,
+    Diagnosis,
+    Handle,
+    Plugin,
+    PostFilterResult,
+)
+from berth.scheduler.framework.preemption import Evaluator, VictimPolicy, more_important_first
 
 
 class DefaultPreemption(Plugin):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Plugin
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Plugin
 
 MIB = 1024 * 1024
 MIN_THRESHOLD = 23 * MIB

@@ -35,7 +35,9 @@ from berth.loadaware.estimate import NodeReport, estimate, pending_load
 from berth.loadaware.priority import PROD, is_daemonset_pod, priority_class
 from berth.podresources import CPU, MEMORY, Resources, add, pod_limits, resource_list
 from berth.quota.usage import format_units
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import (
     NODE,
     NODE_METRIC,
     POD,
@@ -43,9 +45,14 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Handle, Plugin, Reason, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Handle,
+    Plugin,
+    Reason,
+    Verdict,
+)
 
 KIND = "NodeMetric"
 EXPIRED = "node(s) nodeMetric expired"

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 
 from berth.api.meta import NodeAffinity as NodeAffinityTerms
 from berth.api.meta import NodeSelectorOperator
-from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import (
+from berth.scheduler.cache.nodetable import Ints, Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import NODE, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     SUCCESS,
     CycleState,
@@ -26,9 +28,7 @@ from berth.scheduler.framework import (
     Verdict,
     unschedulable,
 )
-from berth.scheduler.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.plugins.selectors import labels_match, term_matches
-from berth.scheduler.podinfo import PodInfo
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 ENFORCED = "node(s) didn't match scheduler-enforced node affinity"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import CycleState, Plugin, Verdict
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import NODE, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import CycleState, Plugin, Verdict
 
 REASON = "node(s) didn't match the requested node name"
 

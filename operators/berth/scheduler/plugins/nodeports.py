@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import CycleState, Plugin, Verdict
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import HostPort, PodInfo
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import HostPort, PodInfo
+from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import CycleState, Plugin, Verdict
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"

@@ -15,8 +15,11 @@ import numpy as np
 
 from berth.podresources import CPU, MEMORY, PODS, is_extended
 from berth.quota.tree import is_tree_quota
-from berth.scheduler.capacity import free_capacity
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.config import ConfigError
+from berth.scheduler.framework.capacity import free_capacity
+from berth.scheduler.framework.clusterevents import (
     ELASTIC_QUOTA,
     NODE,
     POD,
@@ -25,8 +28,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.config import ConfigError
-from berth.scheduler.framework import (
+from berth.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     CycleState,
     Handle,
@@ -34,8 +36,6 @@ from berth.scheduler.framework import (
     Reason,
     Verdict,
 )
-from berth.scheduler.nodetable import BASE_RESOURCES, Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
 
 TOO_MANY_PODS = "Too many pods"
 DEFAULT_RESOURCES = ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})

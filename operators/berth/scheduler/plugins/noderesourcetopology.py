@@ -36,7 +36,9 @@ from berth.numa.report import Report, follow
 from berth.numa.topology import NodeTopology
 from berth.podresources import Resources
 from berth.quota.usage import as_resource_list
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import (
     NODE,
     NODE_RESOURCE_TOPOLOGY,
     POD,
@@ -44,9 +46,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import CycleState, Handle, Plugin, Reason, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.framework.interface import CycleState, Handle, Plugin, Reason, Verdict
 
 KIND = "NodeResourceTopology"
 # The decision record shows the NUMA zones of at most this many nodes per pod.

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from berth.api.meta import Taint, TaintEffect
-from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import CycleState, Plugin, Verdict
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import NODE, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import CycleState, Plugin, Verdict
 
 REASON = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=TaintEffect.NO_SCHEDULE)

@@ -13,7 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podvolumes import InTreeDisk
+from berth.scheduler.cache.volumestore import CSINode, PersistentVolumeClaim, VolumeStore
+from berth.scheduler.framework.clusterevents import (
     CSI_NODE,
     PERSISTENT_VOLUME_CLAIM,
     POD,
@@ -21,7 +25,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import (
+from berth.scheduler.framework.interface import (
     SUCCESS,
     CycleState,
     Handle,
@@ -30,10 +34,6 @@ from berth.scheduler.framework import (
     Verdict,
     skip,
 )
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podvolumes import InTreeDisk
-from berth.scheduler.volumestore import CSINode, PersistentVolumeClaim, VolumeStore
 
 MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 # Unbound claims are counted under a handle no real volume has.

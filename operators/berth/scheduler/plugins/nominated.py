@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from berth.scheduler.framework import Reason, Verdict
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import Reason, Verdict
 
 # (row, the pods nominated to it) -> the plugin's verdict with those pods counted.
 WithPods = Callable[[int, list[PodInfo]], Verdict]

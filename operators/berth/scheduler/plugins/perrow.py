@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import is_reservation
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import is_reservation
 
 # Selectors kept at once: enough for the workloads of a cluster, bounded for memory.
 MAX_KEYS = 1024

@@ -14,9 +14,9 @@ from typing import Any
 
 from berth.api.podgroup import POD_GROUP_LABEL
 from berth.gang import koordinator, workload
-from berth.scheduler.framework import SUCCESS, CycleState, Plugin, Status, unschedulable
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import SUCCESS, CycleState, Plugin, Status, unschedulable
 
 # PodSpec fields the scheduler reads and honours.
 HONOURED = frozenset(

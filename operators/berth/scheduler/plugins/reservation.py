@@ -58,9 +58,18 @@ from berth.reservation.matching import (
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation
-from berth.scheduler.capacity import padded, unreserved_free
-from berth.scheduler.clusterevents import POD, RESERVATION, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import (
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import HOLDING, Held, template_pod
+from berth.scheduler.framework.capacity import padded, unreserved_free
+from berth.scheduler.framework.clusterevents import (
+    POD,
+    RESERVATION,
+    ActionType,
+    ClusterEventWithHint,
+    on,
+)
+from berth.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     SUCCESS,
     Code,
@@ -70,10 +79,7 @@ from berth.scheduler.framework import (
     Status,
     unschedulable,
 )
-from berth.scheduler.nodetable import Ints, NodeTable
 from berth.scheduler.placement import ReservationPlacement
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import HOLDING, Held, template_pod
 
 logger = log.get(__name__)
 

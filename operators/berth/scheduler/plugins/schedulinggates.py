@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from berth.scheduler.framework import SUCCESS, Plugin, Status, unschedulable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import SUCCESS, Plugin, Status, unschedulable
 
 
 class SchedulingGates(Plugin):

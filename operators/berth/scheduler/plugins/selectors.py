@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from berth.api.meta import NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm
-from berth.scheduler.nodetable import Mask, NodeTable
+from berth.scheduler.cache.nodetable import Mask, NodeTable
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from berth.api.meta import Taint, TaintEffect, Toleration
-from berth.scheduler.clusterevents import NODE, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import MAX_NODE_SCORE, CycleState, Plugin, Reason, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import NODE, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Plugin, Reason, Verdict
 
 HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.volumestore import READ_WRITE_ONCE_POD, PersistentVolumeClaim
+from berth.scheduler.framework.clusterevents import (
     NODE,
     PERSISTENT_VOLUME_CLAIM,
     POD,
@@ -18,7 +21,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import (
+from berth.scheduler.framework.interface import (
     SUCCESS,
     CycleState,
     Plugin,
@@ -28,9 +31,6 @@ from berth.scheduler.framework import (
     skip,
     unschedulable,
 )
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.volumestore import READ_WRITE_ONCE_POD, PersistentVolumeClaim
 
 DISK_CONFLICT = "node(s) had no available disk"
 RWOP_CONFLICT = (

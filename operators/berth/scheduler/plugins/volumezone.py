@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.volumestore import PersistentVolume, PersistentVolumeClaim, StorageClass
+from berth.scheduler.framework.clusterevents import (
     NODE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -18,7 +21,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import (
+from berth.scheduler.framework.interface import (
     SUCCESS,
     CycleState,
     Plugin,
@@ -27,9 +30,6 @@ from berth.scheduler.framework import (
     skip,
     unschedulable,
 )
-from berth.scheduler.nodetable import Mask, NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.volumestore import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 ZONE_CONFLICT = "node(s) had no available volume zone"
 NO_CLAIM_NAME = "PersistentVolumeClaim had no name"

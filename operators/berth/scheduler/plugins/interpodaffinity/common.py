@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from berth.scheduler.nodetable import Ints, Mask, NodeTable
+from berth.scheduler.cache.nodetable import Ints, Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podterms import AffinityTerm, PodAffinity
+from berth.scheduler.cache.selectorowners import SelectorOwners
 from berth.scheduler.plugins.perrow import PerRowCounts, changed_rows, real_pods
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podterms import AffinityTerm, PodAffinity
-from berth.scheduler.selectorowners import SelectorOwners
 
 # The kinds of terms existing pods hold, as kube-scheduler's scoring and the symmetry
 # rule read them.

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from berth.scheduler.framework import Reason, Verdict
-from berth.scheduler.nodetable import Mask, NodeTable
+from berth.scheduler.cache.nodetable import Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podterms import AffinityTerm
+from berth.scheduler.cache.selectorowners import SelectorOwners
+from berth.scheduler.framework.interface import Reason, Verdict
 from berth.scheduler.plugins.interpodaffinity.common import (
     REQUIRED_ANTI,
     AffinityIndex,
     PairCounts,
 )
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podterms import AffinityTerm
-from berth.scheduler.selectorowners import SelectorOwners
 
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"

@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
 from berth.scheduler.plugins.interpodaffinity.common import AffinityIndex
 from berth.scheduler.plugins.interpodaffinity.filtering import FilterState, pre_filter, verdict
 from berth.scheduler.plugins.interpodaffinity.scoring import (
@@ -17,7 +18,6 @@ from berth.scheduler.plugins.interpodaffinity.scoring import (
     topology_scores,
 )
 from berth.scheduler.plugins.nominated import with_nominated
-from berth.scheduler.podinfo import PodInfo
 
 MAX_HARD_WEIGHT = 100
 

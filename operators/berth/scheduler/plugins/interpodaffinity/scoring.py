@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.framework import MAX_NODE_SCORE
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.selectorowners import SelectorOwners
+from berth.scheduler.framework.interface import MAX_NODE_SCORE
 from berth.scheduler.plugins.interpodaffinity.common import (
     PREFERRED,
     PREFERRED_ANTI,
@@ -20,8 +22,6 @@ from berth.scheduler.plugins.interpodaffinity.common import (
     AffinityIndex,
     PairCounts,
 )
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.selectorowners import SelectorOwners
 
 
 def topology_scores(

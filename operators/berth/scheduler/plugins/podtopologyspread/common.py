@@ -11,13 +11,13 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.api.meta import LabelSelector
-from berth.scheduler.nodetable import Mask, NodeTable
+from berth.scheduler.cache.nodetable import Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podterms import HOSTNAME, ZONE, SpreadConstraint, selects
+from berth.scheduler.cache.selectorowners import SelectorOwners
 from berth.scheduler.plugins.nodeaffinity import required_rows
 from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.tainttoleration import first_untolerated
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podterms import HOSTNAME, ZONE, SpreadConstraint, selects
-from berth.scheduler.selectorowners import SelectorOwners
 
 SYSTEM = "System"
 LIST = "List"

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from berth.scheduler.framework import Reason, Verdict
-from berth.scheduler.nodetable import Mask, NodeTable
+from berth.scheduler.cache.nodetable import Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podterms import SpreadConstraint, selects
+from berth.scheduler.framework.interface import Reason, Verdict
 from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import (
     Counts,
@@ -21,8 +23,6 @@ from berth.scheduler.plugins.podtopologyspread.common import (
     label_codes,
     pods_per_row,
 )
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podterms import SpreadConstraint, selects
 
 MISMATCH = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = f"{MISMATCH} (missing required label)"

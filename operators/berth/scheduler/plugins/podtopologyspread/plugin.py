@@ -6,16 +6,16 @@ from typing import Any
 
 import numpy as np
 
-from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podterms import SpreadConstraint, selects
+from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
+from berth.scheduler.framework.interface import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
 from berth.scheduler.plugins.nominated import with_nominated
 from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import Defaults
 from berth.scheduler.plugins.podtopologyspread.filtering import FilterState, pre_filter, verdict
 from berth.scheduler.plugins.podtopologyspread.scoring import normalize, raw_scores
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podterms import SpreadConstraint, selects
 
 
 class PodTopologySpread(Plugin):

@@ -14,8 +14,10 @@ import math
 
 import numpy as np
 
-from berth.scheduler.framework import MAX_NODE_SCORE
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.podterms import HOSTNAME, SpreadConstraint
+from berth.scheduler.framework.interface import MAX_NODE_SCORE
 from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import (
     has_all_keys,
@@ -23,8 +25,6 @@ from berth.scheduler.plugins.podtopologyspread.common import (
     label_codes,
     pods_per_row,
 )
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.podterms import HOSTNAME, SpreadConstraint
 
 
 def raw_scores(

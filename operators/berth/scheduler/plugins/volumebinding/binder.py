@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from berth.scheduler.nodetable import Mask, NodeTable
-from berth.scheduler.plugins.selectors import term_matches
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.volumestore import (
+from berth.scheduler.cache.nodetable import Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.volumestore import (
     NO_PROVISIONER,
     SELECTED_NODE,
     PersistentVolume,
@@ -23,6 +22,7 @@ from berth.scheduler.volumestore import (
     StorageClass,
     VolumeStore,
 )
+from berth.scheduler.plugins.selectors import term_matches
 
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"

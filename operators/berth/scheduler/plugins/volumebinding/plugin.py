@@ -21,7 +21,18 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import log
 from berth.kube.write import Kind
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.nodetable import Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.volumestore import (
+    BOUND_BY_CONTROLLER,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
+    SELECTED_NODE,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    VolumeStore,
+)
+from berth.scheduler.framework.clusterevents import (
     CSI_NODE,
     NODE,
     PERSISTENT_VOLUME,
@@ -31,7 +42,7 @@ from berth.scheduler.clusterevents import (
     ClusterEventWithHint,
     on,
 )
-from berth.scheduler.framework import (
+from berth.scheduler.framework.interface import (
     SUCCESS,
     Code,
     CycleState,
@@ -43,7 +54,6 @@ from berth.scheduler.framework import (
     skip,
     unschedulable,
 )
-from berth.scheduler.nodetable import Mask, NodeTable
 from berth.scheduler.plugins.volumebinding.binder import (
     BIND_CONFLICT,
     NODE_CONFLICT,
@@ -60,16 +70,6 @@ from berth.scheduler.plugins.volumebinding.binder import (
     node_volumes,
     pod_claims,
     unbound_rows,
-)
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.volumestore import (
-    BOUND_BY_CONTROLLER,
-    CSI_DRIVER,
-    CSI_STORAGE_CAPACITY,
-    SELECTED_NODE,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    VolumeStore,
 )
 
 logger = log.get(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 from typing import Any
 
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
 
 
 class ActionType(IntFlag):

@@ -13,7 +13,8 @@ from typing import Any
 
 from berth.api.meta import LabelSelector, NodeSelector
 from berth.api.quantity import value_ceil
-from berth.scheduler.clusterevents import (
+from berth.scheduler.cache.podvolumes import MIGRATABLE, InTreeDisk, in_tree_disk
+from berth.scheduler.framework.clusterevents import (
     CSI_NODE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -21,7 +22,6 @@ from berth.scheduler.clusterevents import (
     ActionType,
     ClusterEvent,
 )
-from berth.scheduler.podvolumes import MIGRATABLE, InTreeDisk, in_tree_disk
 
 # The claim's class in the beta annotation wins over spec.storageClassName, as upstream.
 BETA_CLASS = "volume.beta.kubernetes.io/storage-class"

@@ -7,7 +7,7 @@ PreFilter rejection replaces the per-node reasons; PostFilter (preemption) adds 
 
 from __future__ import annotations
 
-from berth.scheduler.framework import Diagnosis
+from berth.scheduler.framework.interface import Diagnosis
 
 NO_NODES = "no nodes available to schedule pods"
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth import log
-from berth.scheduler.clusterevents import NODE, POD, ActionType, ClusterEvent
-from berth.scheduler.nodetable import NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.selectorowners import SelectorOwners
-from berth.scheduler.volumestore import VolumeStore
+from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.selectorowners import SelectorOwners
+from berth.scheduler.cache.volumestore import VolumeStore
+from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEvent
 
 logger = log.get(__name__)
 

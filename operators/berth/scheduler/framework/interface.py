@@ -18,11 +18,11 @@ import numpy as np
 from berth.gang.group import Gang, Wait
 from berth.gang.hold import GangHold
 from berth.podresources import Resources
-from berth.scheduler.clusterevents import ClusterEventWithHint
-from berth.scheduler.nodetable import Ints, Mask, NodeTable
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import ReservationBook
-from berth.scheduler.view import ClusterView
+from berth.scheduler.cache.nodetable import Ints, Mask, NodeTable
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import ReservationBook
+from berth.scheduler.cache.view import ClusterView
+from berth.scheduler.framework.clusterevents import ClusterEventWithHint
 
 if TYPE_CHECKING:
     from berth.scheduler.writer import Writer

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from berth.api.meta import Taint
 from berth.podresources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, resource_list
-from berth.scheduler.podinfo import HostPort, PodInfo
+from berth.scheduler.cache.podinfo import HostPort, PodInfo
 
 Mask = npt.NDArray[np.bool_]
 Ints = npt.NDArray[np.int64]

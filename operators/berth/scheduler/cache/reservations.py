@@ -22,8 +22,8 @@ from berth.gang.koordinator import member_keys
 from berth.podresources import Resources, resource_list
 from berth.reservation.matching import facts_of, is_owner
 from berth.reservation.owners import owner_pod
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.view import ClusterView
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.view import ClusterView
 
 logger = log.get(__name__)
 

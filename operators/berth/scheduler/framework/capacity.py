@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from berth.scheduler.framework import CycleState
-from berth.scheduler.nodetable import Ints, NodeTable
+from berth.scheduler.cache.nodetable import Ints, NodeTable
+from berth.scheduler.framework.interface import CycleState
 
 
 def unreserved_free(state: CycleState, nodes: NodeTable) -> Ints:

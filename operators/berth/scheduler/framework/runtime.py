@@ -23,7 +23,10 @@ from functools import cached_property
 import numpy as np
 
 from berth.podresources import Resources
-from berth.scheduler.framework import (
+from berth.scheduler.cache.nodetable import Ints, Mask
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.view import ClusterView
+from berth.scheduler.framework.interface import (
     SUCCESS,
     BindPlugin,
     Code,
@@ -48,9 +51,6 @@ from berth.scheduler.framework import (
     ScorePlugin,
     Status,
 )
-from berth.scheduler.nodetable import Ints, Mask
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.view import ClusterView
 
 
 @dataclass

@@ -15,14 +15,14 @@ from typing import Any
 from berth.api.meta import NodeSelector, PreferredSchedulingTerm, Toleration
 from berth.podresources import CPU, DEFAULT_MEMORY, DEFAULT_MILLI_CPU, MEMORY, pod_requests
 from berth.podstate import TERMINAL_PHASES, holds_capacity
-from berth.scheduler.podterms import (
+from berth.scheduler.cache.podterms import (
     NO_AFFINITY,
     PodAffinity,
     SpreadConstraint,
     image_names,
     spread_constraints,
 )
-from berth.scheduler.podvolumes import NO_VOLUMES, PodVolumes, pod_volumes
+from berth.scheduler.cache.podvolumes import NO_VOLUMES, PodVolumes, pod_volumes
 
 PREEMPTION_REASON = "PreemptionByScheduler"
 

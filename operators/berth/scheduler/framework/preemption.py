@@ -32,17 +32,17 @@ from berth import log
 from berth.api.meta import LabelSelector
 from berth.gang.preemption import rank
 from berth.kube.write import NotFound
-from berth.scheduler.framework import (
+from berth.scheduler.cache.nodetable import Ints
+from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.reservations import is_reservation
+from berth.scheduler.framework.interface import (
     CycleState,
     Diagnosis,
     Handle,
     PostFilterResult,
     unschedulable,
 )
-from berth.scheduler.messages import histogram_text
-from berth.scheduler.nodetable import Ints
-from berth.scheduler.podinfo import PodInfo
-from berth.scheduler.reservations import is_reservation
+from berth.scheduler.framework.messages import histogram_text
 
 logger = log.get(__name__)
 

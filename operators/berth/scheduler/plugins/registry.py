@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from berth.scheduler.cache.reservations import ReservationBook
+from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.config import ConfigError, PluginRef, PluginSet, Profile
-from berth.scheduler.framework import ACCEPTED_POINTS, EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.framework.interface import ACCEPTED_POINTS, EXTENSION_POINTS, Handle, Plugin
+from berth.scheduler.framework.runtime import Framework
 from berth.scheduler.plugins.capacityscheduling import (
     QUOTA_PLUGINS,
     CapacityScheduling,
@@ -38,9 +41,6 @@ from berth.scheduler.plugins.tainttoleration import TaintToleration
 from berth.scheduler.plugins.volumebinding.plugin import VolumeBinding
 from berth.scheduler.plugins.volumerestrictions import VolumeRestrictions
 from berth.scheduler.plugins.volumezone import VolumeZone
-from berth.scheduler.reservations import ReservationBook
-from berth.scheduler.runtime import Framework
-from berth.scheduler.view import ClusterView
 
 if TYPE_CHECKING:
     from berth.scheduler.writer import Writer

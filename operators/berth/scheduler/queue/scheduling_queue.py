@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from berth.scheduler.podinfo import PodInfo
+from berth.scheduler.cache.podinfo import PodInfo
 
 UNSCHEDULABLE_TIMEOUT = 300.0
 # Whether a cluster event may help a pod, given the plugins that rejected it.

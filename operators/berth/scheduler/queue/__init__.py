@@ -1,0 +1,1 @@
+"""The scheduling queue: active, backoff and unschedulable pods, and the gated."""

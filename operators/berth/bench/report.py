@@ -153,8 +153,8 @@ def gang_table(by_side: dict[str, list[Trial]]) -> list[str]:
     scheduled in any run, and the group attempts' count and times from the side's metrics."""
     out = [
         f"{'gangs':<15}{'gangs/s first-last':>24}{'whole (fewest)':>16}"
-        f"{'marked scheduled':>18}{'group attempts':>16}{'attempt mean ms':>18}"
-        f"{'attempt p99 ms':>18}"
+        f"{'marked scheduled':>18}{'group attempts':>20}{'attempt mean ms':>20}"
+        f"{'attempt p99 ms':>20}"
     ]
     for side in [s for s in SIDES if s in by_side]:
         rows = by_side[side]
@@ -164,9 +164,9 @@ def gang_table(by_side: dict[str, list[Trial]]) -> list[str]:
             f"{Spread.of([t.gang_throughput for t in rows]).show():>24}"
             f"{_fewest(rows, lambda t: t.gangs_whole):>16}"
             f"{_fewest(rows, lambda t: t.groups_scheduled) if gang_side else '':>18}"
-            f"{Spread.of([float(t.group_attempts) for t in rows]).show(0) if gang_side else '':>16}"
-            f"{Spread.of([t.group_attempt_mean_ms for t in rows]).show(2):>18}"
-            f"{Spread.of([t.group_attempt_p99_ms for t in rows]).show(2):>18}"
+            f"{Spread.of([float(t.group_attempts) for t in rows]).show(0) if gang_side else '':>20}"
+            f"{Spread.of([t.group_attempt_mean_ms for t in rows]).show(2):>20}"
+            f"{Spread.of([t.group_attempt_p99_ms for t in rows]).show(2):>20}"
         )
     if KUBE_SCHEDULER in by_side and BERTH in by_side:
         kube = Spread.of([t.gang_throughput for t in by_side[KUBE_SCHEDULER]]).median

@@ -7,7 +7,7 @@ second gang that cannot fit whole holds nothing at all.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,21 +15,14 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from tests.integration.cluster import Pods
 from tests.integration.processes import BerthRun
-from tests.integration.test_reservation_scheduling import Story, short
+from tests.integration.test_reservation_scheduling import Story, short, story
 from tests.support import eventually
+
+__all__ = ["story"]  # the Reservation tests' fixture: its objects made and cleaned up there
 
 POD_GROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 LABEL = "scheduling.x-k8s.io/pod-group"
 DECIDED = 90.0  # a first decision, with `berth run` starting on a loaded machine
-
-
-@pytest.fixture
-async def story(api: ApiClient, crds: None, namespace: str) -> AsyncIterator[Story]:
-    made = Story(api, namespace)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 @pytest.fixture

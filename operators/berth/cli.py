@@ -190,6 +190,7 @@ def _bench(args: argparse.Namespace) -> int:
         burst=args.burst,
         rate=args.rate,
         bound_per_node=args.bound_per_node,
+        feature_objects=not args.without_objects,
     )
     cluster = LocalCluster.default()
     binaries = ensure_built(say)
@@ -421,6 +422,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="pods already bound per node, created once per node count and kept across its "
         "trials (default: the workload's scheduler_perf proportion)",
+    )
+    bench.add_argument(
+        "--without-objects",
+        action="store_true",
+        help="berth-installed without the quotas, NodeMetrics and reservations its plugins "
+        "read: the cost of those plugins when they have nothing to decide",
     )
     bench.add_argument("--repeats", type=int, default=3, help="runs of each side (default 3)")
     bench.add_argument(

@@ -40,6 +40,9 @@ class Plan:
     """Pods per second for the arrival-rate latency mode; None: the backlog."""
     bound_per_node: float | None = None
     """Pods already bound per node in every trial; None: the workload's proportion."""
+    feature_objects: bool = True
+    """The installed profile's kinds present (quotas, NodeMetrics, reservations); False:
+    none of them, so that its plugins have nothing to decide."""
 
 
 def say_plugins(
@@ -138,10 +141,11 @@ async def _run_case(
     init, pods = workload.sizes(nodes, plan.pods, plan.bound_per_node)
     await fixture.nodes(workload, nodes)
     await fixture.initial_pods(workload, init, nodes)
-    if INSTALLED in plan.sides:
+    objects = INSTALLED in plan.sides and plan.feature_objects
+    if objects:
         await installed.create(fixture.writer, workload, nodes)
     for repeat, label in alternating(plan.sides, plan.repeats):
-        if label == INSTALLED:
+        if label == INSTALLED and objects:
             await installed.refresh(fixture.writer, workload, nodes)
         if plan.rate is not None:
             outcome.latencies.append(

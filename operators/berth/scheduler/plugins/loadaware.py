@@ -116,6 +116,8 @@ class LoadAwareScheduling(Plugin):
         self.scored = list(dict.fromkeys([*weights, CPU, MEMORY]))
         self._weights = np.array([weights.get(r, 0) for r in self.scored], dtype=np.int64)
         self._reports: dict[str, NodeReport] = {}
+        # The nodes whose agent has reported: none, and Filter and Score decide nothing.
+        self._reporting: set[str] = set()
         self._changed: set[str] = set()
         self._messages: list[str] = [""]  # filter verdicts by code; 0 passes
         width = len(self.scored)
@@ -143,8 +145,13 @@ class LoadAwareScheduling(Plugin):
         name = (obj.get("metadata") or {}).get("name", "")
         if event == "DELETED":
             self._reports.pop(name, None)
+            self._reporting.discard(name)
         else:
-            self._reports[name] = NodeReport.from_object(obj)
+            report = self._reports[name] = NodeReport.from_object(obj)
+            if report.updated is None:
+                self._reporting.discard(name)
+            else:
+                self._reporting.add(name)
         self._changed.add(name)
 
     def report(self, node: str) -> NodeReport | None:
@@ -303,7 +310,7 @@ class LoadAwareScheduling(Plugin):
     # -- Filter / Score ---------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        if is_daemonset_pod(pod.raw):
+        if not self._reporting or is_daemonset_pod(pod.raw):
             return Verdict.all(nodes)
         reported, expired = self._ages(nodes)
         if not reported.any():
@@ -332,6 +339,8 @@ class LoadAwareScheduling(Plugin):
         return Verdict(~failed, tuple(reasons))
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
+        if not self._reporting:  # every node scores as the busiest: no preference
+            return np.zeros(len(rows), dtype=np.int64)
         reported, expired = self._ages(nodes)
         fresh = (reported & ~expired)[rows]
         prod = self.config.score_according_prod_usage and self._prod(pod)

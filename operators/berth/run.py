@@ -26,6 +26,7 @@ from berth.descheduler import config as descheduler_config
 from berth.descheduler.config import DeschedulerSettings
 from berth.descheduler.service import Balancer
 from berth.health import HealthServer, Progress
+from berth.kube import collector
 from berth.kube.client import api_client, fence_writes, load_configuration, wait_for_api
 from berth.kube.leaderelection import LeaderElector, LeaseConfig, default_identity
 from berth.migration.metrics import MigrationMetrics
@@ -98,6 +99,9 @@ def run(options: RunOptions) -> int:
         except descheduler_config.DeschedulerConfigError as err:
             logger.error("invalid descheduler configuration", error=str(err))
             return 2
+    # This process lives as long as its view of the cluster: what it holds once synced is
+    # frozen.
+    collector.freeze_when_synced()
     return asyncio.run(serve(options, settings, descheduling=descheduling))
 
 
@@ -128,6 +132,9 @@ async def serve(
     configuration = await load_configuration(options.kubeconfig)
     host, _, port = options.health_address.rpartition(":")
     health = HealthServer(host or "0.0.0.0", int(port))
+    collections = collector.CollectionMetrics()
+    health.add_registry(collections.registry)
+    collections.start()
     async with api_client(configuration) as api:
         lead, ready = _components(options, settings, descheduling, api, configuration, health)
         await health.start()
@@ -169,6 +176,7 @@ async def serve(
             if webhook is not None:
                 await webhook.stop()
             await health.stop()
+            collections.stop()
 
 
 async def _start_webhook(options: RunOptions, api: ApiClient) -> AdmissionServer | None:

@@ -33,6 +33,10 @@ class Latency:
     achieved_rate: float
     """Creations per second the harness really reached."""
     latencies: tuple[float, ...]
+    collections: int = 0
+    """Whole-heap collections of Python's cyclic collector while the pods arrived."""
+    longest_collection_ms: float = float("nan")
+    """The bound of the longest of them (0: none; NaN: a side that does not time them)."""
 
     @property
     def p50(self) -> float:
@@ -73,6 +77,7 @@ async def run_latency(
             await fixture.writer.create(POD, warmup, namespace=warmup["metadata"]["namespace"])
             await _wait(watch, process, lambda: name in watch.bound, deadline_for(1))
             say(f"{workload.name} {side.label} #{repeat + 1}: {pods} pods at {rate:g}/s")
+            metrics_before = await process.metrics()
             created: dict[str, float] = {}
             begin = time.perf_counter()
 
@@ -85,11 +90,17 @@ async def run_latency(
             await asyncio.gather(*(create(i, at) for i, at in enumerate(schedule(pods, rate))))
             achieved = pods / (max(created.values()) - begin) if pods > 1 else rate
             await _wait(watch, process, watch.done.is_set, deadline_for(pods))
+            collections = process.whole_heap_collections(metrics_before, await process.metrics())
     finally:
         await process.stop()
     latencies = tuple(watch.bound[n] - created[n] for n in created if n in watch.bound)
-    result = Latency(workload.name, side.label, repeat, nodes, pods, rate, achieved, latencies)
-    say(f"  p50 {result.p50:.3f}s p99 {result.p99:.3f}s (created at {achieved:.1f}/s)")
+    result = Latency(
+        workload.name, side.label, repeat, nodes, pods, rate, achieved, latencies, *collections
+    )
+    say(
+        f"  p50 {result.p50:.3f}s p99 {result.p99:.3f}s (created at {achieved:.1f}/s); "
+        f"{_collections(result)}"
+    )
     return result
 
 
@@ -105,15 +116,26 @@ async def _wait(
         await asyncio.sleep(0.1)
 
 
+def _collections(result: Latency) -> str:
+    if result.longest_collection_ms != result.longest_collection_ms:  # NaN: not timed
+        return "collections not timed"
+    if not result.collections:
+        return "no whole-heap collection"
+    return (
+        f"{result.collections} whole-heap collection(s), longest "
+        f"<= {result.longest_collection_ms:g} ms"
+    )
+
+
 def latency_table(results: Sequence[Latency]) -> str:
     lines = [
         f"\narrival-rate latency (create to bound; not a throughput figure)\n"
         f"{'side':<15}{'workload':<28}{'nodes':>6}{'pods':>6}{'rate/s':>8}{'reached/s':>10}"
-        f"{'p50 s':>8}{'p99 s':>8}"
+        f"{'p50 s':>8}{'p99 s':>8}  whole-heap collections while they arrived"
     ]
     for r in results:
         lines.append(
             f"{r.side:<15}{r.workload:<28}{r.nodes:>6}{r.pods:>6}{r.rate:>8g}"
-            f"{r.achieved_rate:>10.1f}{r.p50:>8.3f}{r.p99:>8.3f}"
+            f"{r.achieved_rate:>10.1f}{r.p50:>8.3f}{r.p99:>8.3f}  {_collections(r)}"
         )
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from berth.bench.sides import GROUP_ATTEMPT_HISTOGRAM, Side
 from berth.bench.stats import histogram_buckets, histogram_mean, histogram_quantile
 
 STOP_GRACE = 15.0
+COLLECTION_HISTOGRAM = "berth_gc_collection_duration_seconds"
 
 
 def free_port() -> int:
@@ -112,6 +113,20 @@ class SideProcess:
         name, labels = self.side.cycle_histogram
         buckets = histogram_buckets(text, name, labels)
         return histogram_quantile(0.99, buckets) * 1000
+
+    def whole_heap_collections(self, before: str | None, after: str | None) -> tuple[int, float]:
+        """Berth's whole-heap (generation 2) collections between two readings of its
+        metrics: how many, and the bound of the longest in ms (0 when none); (0, NaN) for
+        a side that does not time them."""
+        if before is None or after is None or COLLECTION_HISTOGRAM not in after:
+            return 0, float("nan")
+        whole = {"generation": "2"}
+        then = dict(histogram_buckets(before, COLLECTION_HISTOGRAM, whole))
+        now = histogram_buckets(after, COLLECTION_HISTOGRAM, whole)
+        added = [(bound, count - then.get(bound, 0.0)) for bound, count in now]
+        total = int(added[-1][1]) if added else 0
+        longest = next((bound for bound, count in added if count >= total), 0.0) if total else 0.0
+        return total, longest * 1000
 
     def group_attempts(self, text: str | None) -> tuple[int, float, float]:
         """Its pod groups' scheduled attempts in ``text``: how many, their mean and p99 in

@@ -28,6 +28,7 @@ from berth import log
 from berth.api import KINDS, elasticquota
 from berth.gang import workload
 from berth.health import Heartbeat
+from berth.kube import collector
 from berth.kube.watch import Informer
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter, Conflict, NotFound, api_message
 from berth.scheduler.assembly import assemble
@@ -215,6 +216,7 @@ class Scheduler:
         making: list[asyncio.Task[None]] = []
         try:
             await self.wait_synced()
+            collector.synced()
             logger.info(
                 "scheduler view synced",
                 nodes=self.view.nodes.count,

@@ -237,6 +237,70 @@ def test_with_quotas_another_namespace_s_pods_count_as_reclaimable() -> None:
     assert fit.after_pod_change(wanted, before, None)
 
 
+def test_a_node_added_helps_only_pods_its_allocatable_could_hold() -> None:
+    env = make_env(node("small", cpu="2"))
+    fit = env.plugin("NodeResourcesFit")
+    big = node("big", cpu="8")
+    env.add(big)
+    assert fit.after_node_change(info(pod("six", "6")), None, big)
+    assert not fit.after_node_change(info(pod("ten", "10")), None, big)
+    # A resource the node has none of: it can never hold the pod.
+    gpu = pod("gpu", "1")
+    gpu["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    assert not fit.after_node_change(info(gpu), None, big)
+    grown = node("small", cpu="16")
+    env.events.on_node("MODIFIED", grown)
+    assert fit.after_node_change(info(pod("ten", "10")), node("small", cpu="2"), grown)
+
+
+def held_reservation(name: str, node_name: str | None, phase: str, owner: str) -> Json:
+    body: Json = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": "default"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": owner}}}],
+        },
+        "status": {"phase": phase},
+    }
+    if node_name is not None:
+        body["status"].update(nodeName=node_name, allocatable={"cpu": "2"})
+    return body
+
+
+def test_a_reservation_helps_its_owners_and_pods_that_fit_in_the_room_it_gives_back() -> None:
+    """n1 (4 CPU) has 1 CPU of a pod and 2 CPU held by a reservation for `batch` pods. A
+    reservation created or placed takes room: no help to a pod that may not own it."""
+    env = make_env(node("n1"), pod("there", "1", node_name="n1", priority=10))
+    fit = env.plugin("NodeResourcesFit")
+    pending = held_reservation("r", None, "Pending", "batch")
+    placed = held_reservation("r", "n1", "Available", "batch")
+    web = info(pod("web", "2", priority=0))
+    assert not fit.after_reservation_change(web, None, pending)
+    env.add(placed)
+    assert not fit.after_reservation_change(web, pending, placed)
+    # An owner is told of every change: what the reservation holds may become its own.
+    owner = pod("job", "2")
+    owner["metadata"]["labels"] = {"app": "batch"}
+    assert fit.after_reservation_change(info(owner), pending, placed)
+    # It expires: its 2 CPU go back to n1, where 3 CPU are then free.
+    failed = held_reservation("r", "n1", "Failed", "batch")
+    env.events.on_custom("Reservation")("MODIFIED", failed)
+    assert fit.after_reservation_change(web, placed, failed)
+    assert not fit.after_reservation_change(info(pod("four", "4")), placed, failed)
+    # Deleted while it held the room: the same.
+    env.add(held_reservation("s", "n1", "Available", "batch"))
+    env.events.on_custom("Reservation")(
+        "DELETED", held_reservation("s", "n1", "Available", "batch")
+    )
+    gone = held_reservation("s", "n1", "Available", "batch")
+    assert fit.after_reservation_change(web, gone, gone)
+
+
 # -- NodeResourcesFitArgs.ignoredResources / ignoredResourceGroups ---------------------------
 
 

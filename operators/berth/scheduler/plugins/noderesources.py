@@ -12,11 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
+from berth.api.reservation import TERMINAL_PHASES, Reservation
 from berth.podresources import CPU, MEMORY, PODS, is_extended
 from berth.quota.tree import is_tree_quota
+from berth.reservation.matching import facts_of, is_owner
 from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.cache.view import object_key
 from berth.scheduler.config import ConfigError
 from berth.scheduler.framework.capacity import free_capacity
 from berth.scheduler.framework.clusterevents import (
@@ -98,6 +102,17 @@ def _weights(args: dict[str, Any]) -> tuple[list[str], Ints]:
     return names, weights
 
 
+def _holding(obj: Any) -> tuple[str, str] | None:
+    """(node, what it holds) of a Reservation holding room on a node, else None."""
+    if not obj:
+        return None
+    status = obj.get("status") or {}
+    node = status.get("nodeName")
+    if not node or status.get("phase") in TERMINAL_PHASES:
+        return None
+    return str(node), repr(sorted((status.get("allocatable") or {}).items()))
+
+
 def _names(args: dict[str, Any], field: str) -> frozenset[str]:
     given = args.get(field) or []
     if not isinstance(given, list) or not all(isinstance(n, str) for n in given):
@@ -128,13 +143,63 @@ class NodeResourcesFit(Plugin):
                 )
         # (the ElasticQuota version last looked at, whether any of them is a tree quota)
         self._quotas_seen: tuple[int, bool] = (-1, False)
+        # The Reservation last parsed for a hint: one event asks for every rejected pod.
+        self._parsed: tuple[dict[str, Any], Reservation] | None = None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (
             on(POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, self.after_pod_change),
-            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
-            on(RESERVATION, ActionType.ALL),
+            on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE, self.after_node_change),
+            on(RESERVATION, ActionType.ALL, self.after_reservation_change),
         )
+
+    def after_node_change(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        """A node added, or its allocatable changed, helps a pod whose requests fit within
+        that node's allocatable, as kube-scheduler's hint says: one that asks for more than
+        the whole node would fail there again. Without it, every node added tried again
+        every pod Fit had rejected."""
+        if new is None:
+            return True
+        nodes = self.handle.view.nodes
+        row = nodes.index.get(str((new.get("metadata") or {}).get("name", "")))
+        if row is None:
+            return True
+        for resource, amount in {**pod.requests, PODS: 1}.items():
+            if amount <= 0 or self.ignores(resource):
+                continue
+            col = nodes.columns.get(resource)
+            if col is None or nodes.allocatable[row, col] < amount:
+                return False  # the node has none of it, or less than the pod asks
+        return True
+
+    def after_reservation_change(self, pod: PodInfo, old: Any, new: Any) -> bool:
+        """A Reservation's change helps a pod Fit rejected when the pod may own it (what it
+        holds becomes the pod's), or when it gave back what it held on a node, as a pod
+        leaving that node does. A reservation placed or made elsewhere takes room and
+        never helps. Without this, every reservation created, placed or expiring tried
+        again every pod Fit had rejected."""
+        obj = new if new is not None else old
+        if obj is None:
+            return True
+        if self._may_own(pod, obj):
+            return True
+        was = _holding(old)
+        if was is None:
+            return False
+        gone = object_key(obj) not in self.handle.view.custom.get(RESERVATION, {})
+        if not gone and _holding(new) == was:
+            return False
+        return self._room_after_leaving(pod, was[0])
+
+    def _may_own(self, pod: PodInfo, obj: dict[str, Any]) -> bool:
+        parsed = self._parsed
+        if parsed is None or parsed[0] is not obj:
+            try:
+                reservation = Reservation.from_dict(obj)
+            except ValidationError:
+                return True  # not ours to judge: the Reservation plugin refuses it
+            parsed = self._parsed = (obj, reservation)
+        return is_owner(parsed[1], facts_of(pod.raw))
 
     def after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
         """A pod that left (or shrank on) a node frees room on that node alone: it helps a
@@ -143,10 +208,17 @@ class NodeResourcesFit(Plugin):
         cluster, hundreds of pods each time any pod ends, and the retries crowd out the
         pods of lower priority. A change on the pod's nominated node always helps: its
         victims leaving there are what it waits for."""
-        view = self.handle.view
         node = old.node_name if old is not None else ""
+        if not node:
+            return True
+        return self._room_after_leaving(pod, node)
+
+    def _room_after_leaving(self, pod: PodInfo, node: str) -> bool:
+        """Whether room freed on ``node`` can help the pod: it is the pod's nominated node,
+        or the pod fits there with every pod some preemption could take for it gone."""
+        view = self.handle.view
         held = view.nominated.get(pod.uid)
-        if not node or node == pod.nominated_node or (held is not None and held[0] == node):
+        if node == pod.nominated_node or (held is not None and held[0] == node):
             return True
         nodes = view.nodes
         row = nodes.index.get(node)

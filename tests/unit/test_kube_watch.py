@@ -190,6 +190,34 @@ async def test_a_list_comes_in_pages_and_is_dispatched_once_whole() -> None:
     assert server.calls[3]["resource_version"] == "10"
 
 
+async def test_the_first_list_is_dispatched_while_the_next_page_is_asked_for() -> None:
+    """Page by page on the first list: the server prepares page 2 while page 1 is
+    indexed. A relist is dispatched only once every page is in, as one list."""
+    stop = asyncio.Event()
+    server = Server(
+        stop,
+        [
+            listing("10", pod("a", "5"), more="page-2"),
+            listing("10", pod("b", "6")),
+            listing("40", pod("a", "5"), more="page-2"),
+            listing("40", pod("b", "30"), pod("c", "31")),
+        ],
+        [stream(gone_event())],
+    )
+    asked: list[tuple[str, str, int]] = []
+    informer = Informer(
+        "pods",
+        server,
+        lambda kind, obj: asked.append((kind, obj["metadata"]["name"], len(server.calls))),
+    )
+    await asyncio.wait_for(informer.run(stop), 10)
+    assert asked[:2] == [("ADDED", "a", 2), ("ADDED", "b", 2)], "page 2 asked before a"
+    # The relist (calls 4 and 5): nothing dispatched before its last page; a, unchanged
+    # (same resourceVersion), is not dispatched again.
+    assert asked[2:] == [("MODIFIED", "b", 5), ("ADDED", "c", 5)]
+    assert informer.stats.lists == 2
+
+
 async def test_an_expired_continue_token_starts_the_list_over() -> None:
     informer, server, seen = await run(
         [

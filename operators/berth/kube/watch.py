@@ -55,6 +55,11 @@ class Gone(Exception):
     """The resourceVersion is too old (HTTP 410): the only way on is a fresh list."""
 
 
+def _version(obj: dict[str, Any]) -> str:
+    """Its resourceVersion: the same on a relist, the object has not changed."""
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def object_key(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -141,40 +146,65 @@ class Informer:
             await asyncio.wait_for(stop.wait(), delay)
 
     async def _list(self) -> None:
-        """Every page, then the changes dispatched at once, as one list would have been.
+        """Every page; the changes dispatched as one list would have been.
 
         The pages are one snapshot (the server keeps the first page's resourceVersion); an
-        expired continue token answers 410 and the list starts over."""
+        expired continue token answers 410 and the list starts over. The first list is
+        dispatched page by page while the server prepares the next one (nothing is decided
+        before the view is synced): a large cluster's view is built in the time the slower
+        of the two takes, not in the sum of both. A relist is applied at once, so that a
+        view already in use never holds half of one snapshot."""
         with paused_for_list():
             await self._read_and_dispatch()
 
+    async def _page(self, token: str) -> dict[str, Any]:
+        paging: dict[str, Any] = {"limit": LIST_PAGE}
+        if token:
+            paging["_continue"] = token
+        response = await checked(await self.call(_preload_content=False, **paging))
+        body: dict[str, Any] = orjson.loads(await response.read())
+        return body
+
     async def _read_and_dispatch(self) -> None:
+        first = not self.known and not self.synced.is_set()
         items: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            paging: dict[str, Any] = {"limit": LIST_PAGE}
-            if token:
-                paging["_continue"] = token
-            response = await checked(await self.call(_preload_content=False, **paging))
-            body = orjson.loads(await response.read())
-            page = body.get("items") or []
-            if self.drop_managed_fields:
-                for item in page:
-                    _drop_managed_fields(item)
-            items.extend(page)
-            meta = body.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                break
+        coming: asyncio.Task[dict[str, Any]] | None = asyncio.ensure_future(self._page(""))
+        try:
+            while coming is not None:
+                body = await coming
+                meta = body.get("metadata") or {}
+                token = meta.get("continue") or ""
+                coming = asyncio.ensure_future(self._page(token)) if token else None
+                if coming is not None:
+                    await asyncio.sleep(0)  # the request on its way before the page is read
+                page = body.get("items") or []
+                if self.drop_managed_fields:
+                    for item in page:
+                        _drop_managed_fields(item)
+                if first:
+                    for item in page:
+                        self._dispatch("ADDED", item)
+                else:
+                    items.extend(page)
+        finally:
+            if coming is not None and not coming.done():
+                coming.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await coming
         self.stats.lists += 1
-        listed: dict[str, dict[str, Any]] = {}
-        for item in items:
-            listed[object_key(item)] = item
-        for key in list(self.known):
-            if key not in listed:
-                self._dispatch("DELETED", self.known[key])
-        for item in items:
-            self._dispatch("MODIFIED" if object_key(item) in self.known else "ADDED", item)
+        if not first:
+            listed: dict[str, dict[str, Any]] = {}
+            for item in items:
+                listed[object_key(item)] = item
+            for key in list(self.known):
+                if key not in listed:
+                    self._dispatch("DELETED", self.known[key])
+            for item in items:
+                known = self.known.get(object_key(item))
+                if known is None:
+                    self._dispatch("ADDED", item)
+                elif _version(known) != _version(item) or not _version(item):
+                    self._dispatch("MODIFIED", item)
         self.resource_version = meta.get("resourceVersion", "")
         self.synced.set()
         self.settled.set()

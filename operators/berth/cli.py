@@ -171,6 +171,15 @@ def _bench(args: argparse.Namespace) -> int:
         wanted = points(args.curve or [args.nodes], args.pods)
         sys.stdout.write(memory_bench(wanted, args.repeats) + "\n")
         return 0
+    if args.collections:
+        from berth.bench.collections import SCHEDULED, collections_bench
+        from berth.bench.memory import points as bench_points
+
+        measured = conditions(REPO_DIR, None, 0, command.strip())
+        sys.stdout.write(measured.show() + "\n")
+        wanted = bench_points(args.curve or [args.nodes], args.pods)
+        sys.stdout.write(collections_bench(wanted, SCHEDULED, args.repeats) + "\n")
+        return 0
     if args.numa:
         from berth.bench.numa import numa_bench
 
@@ -472,6 +481,13 @@ def parser() -> argparse.ArgumentParser:
         help="in process, without a cluster: the scheduler's RSS per node and per bound pod "
         "(--pods bound pods, default 10 a node, at --nodes or each --curve point) and its "
         "cycle time with them, each point --repeats times in a fresh process",
+    )
+    bench.add_argument(
+        "--collections",
+        action="store_true",
+        help="in process, without a cluster: whole-heap collections while 5000 pods are "
+        "scheduled and bound after the view is listed (--pods bound pods, default 10 a "
+        "node), with the synced view frozen as berth run does and without",
     )
     bench.add_argument(
         "--numa",

@@ -335,7 +335,7 @@ class _Response:
         return self._body
 
 
-class _Pages:
+class Pages:
     """A list call answered as the API server does: ``limit`` objects a page, made as they
     are asked for; without ``limit`` all of them in one body."""
 
@@ -390,12 +390,12 @@ def measure(nodes: int, pods: int, *, trace: bool) -> dict[str, Any]:
 
     # As the scheduler service builds them.
     node_informer = Informer(
-        "nodes", _Pages(nodes, wire_node), events.on_node, drop_managed_fields=True
+        "nodes", Pages(nodes, wire_node), events.on_node, drop_managed_fields=True
     )
     names = [f"kwok-node-{i}" for i in range(nodes)]
     pod_informer = Informer(
         "pods",
-        _Pages(pods, lambda i: wire_pod(i, names[i % nodes])),
+        Pages(pods, lambda i: wire_pod(i, names[i % nodes])),
         on_pod,
         drop_managed_fields=True,
     )

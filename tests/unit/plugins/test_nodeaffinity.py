@@ -210,3 +210,26 @@ def test_added_affinity_preferences_add_to_every_pods_score() -> None:
         "q", affinity=preferred_affinity((30, {"matchExpressions": [expr("zone", "In", "b")]}))
     )
     assert scores(env, "NodeAffinity", own, "a", "b", "c") == [33, 100, 0]
+
+
+# -- the selection shared by pods of one selector ------------------------------------------
+
+
+def test_pods_of_one_selector_share_its_rows_until_a_node_changes_labels() -> None:
+    from berth.scheduler.plugins.nodeaffinity import required_rows
+    from tests.unit.scheduler_fixtures import info
+
+    env = make_env(*AFFINITY_NODES)
+    nodes = env.view.nodes
+    terms = required_affinity({"matchExpressions": [expr("gen", "In", "5")]})
+    first = required_rows(info(pod("p1", affinity=terms)), nodes)
+    again = required_rows(info(pod("p2", affinity=terms)), nodes)
+    assert again is first, "the second pod of the selector reads the first one's rows"
+    assert not first.flags.writeable
+    other = required_rows(info(pod("p3", node_selector={"zone": "a"})), nodes)
+    assert other is not first
+    assert [nodes.names[r] for r in first.nonzero()[0]] == ["b"]
+    env.events.on_node("MODIFIED", node("c", labels={"gen": "5"}))
+    relabelled = required_rows(info(pod("p4", affinity=terms)), nodes)
+    assert sorted(nodes.names[r] for r in relabelled.nonzero()[0]) == ["b", "c"]
+    assert env.node_for(pod("p5", cpu="1", affinity=terms)) in {"b", "c"}

@@ -8,7 +8,7 @@ only when nodes change, never per pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,8 @@ Mask = npt.NDArray[np.bool_]
 Ints = npt.NDArray[np.int64]
 
 BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+LABEL_MASKS = 256
+"""Selections by label kept at once; more distinct selectors than this start afresh."""
 
 
 class NodeTable:
@@ -51,6 +53,8 @@ class NodeTable:
         self.node_generation = 0
         self._label_cache: dict[str, tuple[int, npt.NDArray[np.int32], dict[str, int]]] = {}
         self._taint_cache: tuple[int, npt.NDArray[np.int32], list[tuple[Taint, ...]]] | None = None
+        self._label_masks: dict[Hashable, Mask] = {}
+        self._label_masks_generation = -1
 
     # -- shape -----------------------------------------------------------------------------
 
@@ -229,6 +233,22 @@ class NodeTable:
                 codes[row] = vocabulary.setdefault(value, len(vocabulary))
         self._label_cache[key] = (self.label_generation, codes, vocabulary)
         return codes, vocabulary
+
+    def label_mask(self, key: Hashable, build: Callable[[], Mask]) -> Mask:
+        """The rows ``build`` selects by the nodes' labels and names, cached under ``key``
+        (what the selection depends on) until a node is added, removed or relabelled: the
+        pods of one workload carry the same selector. Read-only: it is shared."""
+        if self._label_masks_generation != self.label_generation:
+            self._label_masks.clear()
+            self._label_masks_generation = self.label_generation
+        mask = self._label_masks.get(key)
+        if mask is None:
+            if len(self._label_masks) >= LABEL_MASKS:
+                self._label_masks.clear()
+            mask = build()
+            mask.flags.writeable = False
+            self._label_masks[key] = mask
+        return mask
 
     def taint_groups(self) -> tuple[npt.NDArray[np.int32], list[tuple[Taint, ...]]]:
         """Rows grouped by identical taint sets: (group of each row, taints of each group)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import orjson
 from pydantic import ValidationError
 
 from berth.api.meta import NodeAffinity as NodeAffinityTerms
@@ -33,11 +34,22 @@ from berth.scheduler.plugins.selectors import labels_match, term_matches
 REASON = "node(s) didn't match Pod's node affinity/selector"
 ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 CONFLICT = "pod affinity terms conflict"
+REQUIRED = "NodeAffinity/required"
 
 
 def required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
     """Rows matching the pod's nodeSelector and required node affinity (what
-    PodTopologySpread's nodeAffinityPolicy Honor reads too)."""
+    PodTopologySpread's nodeAffinityPolicy Honor reads too); read-only, shared by the pods
+    with the same selector and affinity until the nodes' labels change."""
+    spec = pod.raw.get("spec") or {}
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    key = orjson.dumps([pod.node_selector, required], option=orjson.OPT_SORT_KEYS)
+    return nodes.label_mask((REQUIRED, key), lambda: _required_rows(pod, nodes))
+
+
+def _required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
     passed = labels_match(nodes, pod.node_selector)
     if pod.required_affinity is not None:
         any_term = np.zeros(nodes.size, dtype=bool)

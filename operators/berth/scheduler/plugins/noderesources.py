@@ -18,7 +18,7 @@ from berth.api.reservation import TERMINAL_PHASES, Reservation
 from berth.podresources import CPU, MEMORY, PODS, is_extended
 from berth.quota.tree import is_tree_quota
 from berth.reservation.matching import facts_of, is_owner
-from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, NodeTable
+from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, Mask, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.view import object_key
 from berth.scheduler.config import ConfigError
@@ -53,23 +53,28 @@ def insufficient(
     ``ignored`` not checked)."""
     need = nodes.vector({r: v for r, v in pod.requests.items() if not ignored(r)})
     need[nodes.columns[PODS]] = 1
-    free = free_capacity(state, nodes)
+    # Only the columns the pod asks for: a resource it does not ask for never fails.
+    asked = np.flatnonzero(need > 0)
+    wanted = need[asked]
+    free = free_capacity(state, nodes)[:, asked]
+    short = free < wanted
+    failed: Mask = np.logical_or.reduce(short, axis=1)
+    if not failed.any():
+        return Verdict.all(nodes)
     # A request above the node's allocatable: no eviction can make room (kube-scheduler
     # marks the node UnschedulableAndUnresolvable, "Preemption is not helpful").
-    too_big = (nodes.allocatable[: nodes.size] < need).any(axis=1)
+    too_big = (nodes.allocatable[: nodes.size, asked] < wanted).any(axis=1)
     too_big &= nodes.present[: nodes.size]
     reasons = []
-    failed = np.zeros(nodes.size, dtype=bool)
-    for resource, col in nodes.columns.items():
-        if need[col] <= 0:
-            continue
-        short = free[:, col] < need[col]
-        if short.any():
-            failed |= short
+    by_column = {col: resource for resource, col in nodes.columns.items()}
+    for i, col in enumerate(asked.tolist()):
+        column_short = short[:, i]
+        if column_short.any():
+            resource = by_column[col]
             message = TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
-            reasons.append(Reason(short & ~too_big, message))
-            if (short & too_big).any():
-                reasons.append(Reason(short & too_big, message, resolvable=False))
+            reasons.append(Reason(column_short & ~too_big, message))
+            if (column_short & too_big).any():
+                reasons.append(Reason(column_short & too_big, message, resolvable=False))
     return Verdict(~failed, tuple(reasons))
 
 
@@ -288,6 +293,13 @@ class NodeResourcesFit(Plugin):
 def balance(requested: Ints, allocatable: Ints) -> Ints:
     """kube-scheduler's balancedResourceScore per row: (1 - std of the used fractions) * 100,
     truncated; resources a node has none of are left out."""
+    if requested.shape[1] == 2 and (allocatable > 0).all():
+        # The usual case (cpu and memory, every node has both): |f1 - f2| / 2, the same
+        # floats as below in a tenth of the time.
+        fractions = np.minimum(requested / allocatable, 1.0)
+        std = np.abs(fractions[:, 0] - fractions[:, 1]) / 2
+        usual: Ints = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return usual
     has = allocatable > 0
     fraction = np.where(has, np.minimum(requested / np.where(has, allocatable, 1), 1.0), 0.0)
     count = has.sum(axis=1)

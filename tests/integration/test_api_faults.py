@@ -34,7 +34,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.cluster import LocalCluster
 from tests.conftest import wait_default_service_account
-from tests.integration.cluster import Nodes, Pods, no_namespace_terminating, pod_body
+from tests.integration.cluster import Nodes, Pods, pod_body
 from tests.integration.processes import BerthRun
 from tests.support import eventually
 
@@ -65,7 +65,6 @@ async def test_an_api_server_restart_loses_nothing(
     cluster = LocalCluster.default()
     if Path(kubeconfig_path) != cluster.kubeconfig:
         pytest.skip("restarts the local cluster's API server; not done to another cluster")
-    await no_namespace_terminating(api)
     group = "af-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
@@ -124,7 +123,6 @@ async def test_a_watch_expiry_relists_and_loses_nothing(
     cluster = LocalCluster.default()
     if Path(kubeconfig_path) != cluster.kubeconfig:
         pytest.skip("restarts the local cluster's API server; not done to another cluster")
-    await no_namespace_terminating(api)
     group = "we-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)

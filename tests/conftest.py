@@ -114,14 +114,14 @@ def kube(kubeconfig_path: str, request: pytest.FixtureRequest) -> Iterator[TestC
         namespace_name=f"{base}-{uuid.uuid4().hex[:8]}",
     )
     case.setup()
-    _wait_default_service_account(case.ns)
+    wait_default_service_account(case.ns)
     try:
         yield case.client
     finally:
         _KUBETEST.teardown(request.node.nodeid)
 
 
-def _wait_default_service_account(namespace: str, within: float = 60.0) -> None:
+def wait_default_service_account(namespace: str, within: float = 60.0) -> None:
     """ServiceAccount admission refuses pods in a namespace until the controller manager
     has made its ``default`` ServiceAccount (it retries for a second or two itself)."""
     core = kubernetes.client.CoreV1Api()

@@ -107,19 +107,6 @@ async def only_these_quotas(api: ApiClient, namespaces: set[str], within: float 
     await eventually(alone, within=within)
 
 
-async def no_namespace_terminating(api: ApiClient, within: float = 180.0) -> None:
-    """Wait until no namespace is being deleted. Before a test restarts the API server:
-    the controller manager can leave a namespace deletion that the restart interrupts
-    unfinished for good, and its objects would stay in every later test's view."""
-    core = CoreV1Api(api)
-
-    async def settled() -> bool:
-        listed = await core.list_namespace()
-        return all(ns.status.phase != "Terminating" for ns in listed.items)
-
-    await eventually(settled, within=within)
-
-
 class PriorityClasses:
     """PriorityClasses made for one test (the API server sets pods' priority from them)."""
 

@@ -2,7 +2,8 @@
 the operators' watches reconnect and relist, nothing they decided is lost, and nothing is
 admitted twice: a quota at its max stays at its max), and a forced watch expiry (410 Gone)
 while Berth missed a deletion and pods kept arriving: the relist reports the deletion, and
-the capacity it freed is used.
+the capacity it freed is used. Namespaces being deleted across a restart are deleted whole,
+their quotas with them.
 
 Other faults are tested where they belong: a binding refused by the API server is
 forgotten and retried (test_scheduler); kill -9 of `berth run` at random points
@@ -28,11 +29,12 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.localcluster.cluster import LocalCluster
-from tests.integration.cluster import Nodes, Pods, no_namespace_terminating, pod_body
+from tests.conftest import wait_default_service_account
+from tests.integration.cluster import Nodes, Pods, pod_body
 from tests.integration.processes import BerthRun
 from tests.support import eventually
 
@@ -43,6 +45,8 @@ MERGE = "application/merge-patch+json"
 CONFLICT = 409
 TTL = 45
 LANES = 4  # writers at once during a burst
+DELETED_ACROSS = 30  # namespaces being deleted when the API server restarts
+SPREAD = 8.0  # seconds their deletions are spread over before it
 
 
 async def retried(call: Callable[[], Awaitable[T]]) -> T:
@@ -61,7 +65,6 @@ async def test_an_api_server_restart_loses_nothing(
     cluster = LocalCluster.default()
     if Path(kubeconfig_path) != cluster.kubeconfig:
         pytest.skip("restarts the local cluster's API server; not done to another cluster")
-    await no_namespace_terminating(api)
     group = "af-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
@@ -120,7 +123,6 @@ async def test_a_watch_expiry_relists_and_loses_nothing(
     cluster = LocalCluster.default()
     if Path(kubeconfig_path) != cluster.kubeconfig:
         pytest.skip("restarts the local cluster's API server; not done to another cluster")
-    await no_namespace_terminating(api)
     group = "we-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
@@ -181,6 +183,57 @@ async def test_a_watch_expiry_relists_and_loses_nothing(
             assert "is more than Max" in message
     finally:
         berth.stop()
+        await retried(nodes.delete_all)
+
+
+async def test_namespaces_deleted_across_a_restart_take_their_quotas_with_them(
+    api: ApiClient, kubeconfig_path: str, crds: None, namespace: str
+) -> None:
+    """Namespaces still being deleted when the API server restarts are deleted whole. For
+    a second or so after it starts serving, before it is ready, the new server lists no
+    custom resource group in its discovery while it refuses their requests (503, 429): a
+    namespace controller asking then takes the namespace's ElasticQuotas for gone and
+    finishes the namespace without them. The namespaces' deletions are spread over the
+    seconds before the restart, so that their controller's retries fall at many moments."""
+    cluster = LocalCluster.default()
+    if Path(kubeconfig_path) != cluster.kubeconfig:
+        pytest.skip("restarts the local cluster's API server; not done to another cluster")
+    group = "nd-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
+    nodes = Nodes(api, group)
+    core = CoreV1Api(api)
+    custom = CustomObjectsApi(api)
+    names = [f"{namespace[:50]}-{i}" for i in range(DELETED_ACROSS)]
+    quota = {"apiVersion": "/".join(EQ), "kind": "ElasticQuota", "metadata": {"name": "q"},
+             "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}}}  # fmt: skip
+    try:
+        node = await nodes.add("a")
+        for name in names:
+            await core.create_namespace({"metadata": {"name": name}})
+            await custom.create_namespaced_custom_object(*EQ, name, "elasticquotas", quota)
+        for name in names:
+            await asyncio.to_thread(wait_default_service_account, name)
+            await Pods(api, name).create(pod_body("p", group, nodeName=node))
+        for name in names:
+            await core.delete_namespace(name)
+            await asyncio.sleep(SPREAD / DELETED_ACROSS)
+
+        await asyncio.to_thread(cluster.restart_apiserver)
+
+        async def all_gone() -> bool:
+            listed = await retried(core.list_namespace)
+            return not {ns.metadata.name for ns in listed.items} & set(names)
+
+        await eventually(all_gone, within=240)
+        listed = await custom.list_cluster_custom_object(*EQ, "elasticquotas")
+        left = sorted(q["metadata"]["namespace"] for q in listed["items"]
+                      if q["metadata"]["namespace"] in names)  # fmt: skip
+        for gone in left:  # not left to later tests
+            await custom.delete_namespaced_custom_object(*EQ, gone, "elasticquotas", "q")
+        assert not left, f"{len(left)} namespace(s) finished without their quota: {left}"
+    finally:
+        for name in names:  # those a failure left before their deletion
+            with contextlib.suppress(ApiException):
+                await core.delete_namespace(name)
         await retried(nodes.delete_all)
 
 

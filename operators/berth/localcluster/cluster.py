@@ -291,13 +291,16 @@ class LocalCluster:
 
     def restart_apiserver(self) -> None:
         """Stop the API server and start it again on the same port and data: what a
-        control-plane upgrade or crash looks like to every client (for fault tests)."""
+        control-plane upgrade or crash looks like to every client (for fault tests).
+
+        The controller manager stops first and starts again once the new server is ready,
+        as in a cluster: there it holds a leader lease, so an outage longer than its renew
+        deadline (10 s) ends it, and started again it waits for the server's health. Left
+        running here (without leader election), it asked the new server for discovery in
+        the second before readiness when no custom resource group is listed yet, and
+        finished namespaces being deleted without their custom resources."""
         with self._locked():
-            (restarted,) = self._restart(("apiserver",))
-            port = next(
-                int(a.split("=", 1)[1]) for a in restarted.argv if a.startswith("--secure-port=")
-            )
-            self._wait_api_ready(port, restarted)
+            self._restart(("apiserver", "controller-manager"))
 
     def restart_node_runtime(self) -> None:
         """Stop the real node's kubelet and containerd and start them again, leaving its
@@ -329,9 +332,10 @@ class LocalCluster:
             _reap(kubelet.pid)
         raise ClusterError(f"the kubelet exits at start: {self._tail('kubelet')}")
 
-    def _restart(self, names: Sequence[str]) -> list[Process]:
-        """Stops the named processes (in reverse order), starts them again with the same
-        command lines (in order) and records them."""
+    def _restart(self, names: Sequence[str]) -> None:
+        """Stops the named processes (in reverse order: clients first) and starts them again
+        with the same command lines (in order, those after the API server once it is ready),
+        recording each as it starts."""
         processes = self._recorded()
         chosen = [next((p for p in processes if p.name == n), None) for n in names]
         if any(p is None or not p.argv for p in chosen):
@@ -339,10 +343,13 @@ class LocalCluster:
         for proc in reversed(chosen):
             assert proc is not None
             _stop(proc)
-        restarted = [self._spawn(p.name, p.argv) for p in chosen if p is not None]
-        by_name = {p.name: p for p in restarted}
-        self._record([by_name.get(p.name, p) for p in processes])
-        return restarted
+        for proc in chosen:
+            assert proc is not None
+            started = self._spawn(proc.name, proc.argv)
+            processes = [started if p.name == proc.name else p for p in processes]
+            self._record(processes)
+            if started.name == "apiserver":
+                self._wait_api_ready(_secure_port(started.argv), started)
 
     def start_real_node(
         self, images: Sequence[Path], say: Callable[[str], None] | None = None
@@ -575,6 +582,11 @@ def _component_kubeconfig(kubeconfig: str) -> tuple[str, ...]:
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
     )
+
+
+def _secure_port(argv: Sequence[str]) -> int:
+    """The API server's port, from its command line."""
+    return next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--secure-port="))
 
 
 def _free_port() -> int:

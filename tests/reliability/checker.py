@@ -57,19 +57,33 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+
+from tests.reliability.objects import (
+    TERMINAL,
+    Amounts,
+    Obj,
+    _add,
+    _fits,
+    _over,
+    _plus,
+    amounts,
+    demand,
+    epoch,
+    holds,
+    key,
+    pending,
+    requests_of,
+)
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 KOORD_GANG = "gang.scheduling.koordinator.sh/name"
 KOORD_LEGACY_GANG = "pod-group.scheduling.sigs.k8s.io/name"
 RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
-TERMINAL = {"Succeeded", "Failed"}
 HOLDING = {"Available", "Waiting"}
 BLOCKING_EFFECTS = {"NoSchedule", "NoExecute"}
 CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
@@ -86,78 +100,6 @@ TRANSITION_WITHIN = 30.0
 RECLAIM = "reclaim"  # the one way a reclaim is seen: the arithmetic, whichever node
 # How late an eviction's event may come (the scheduler's event queue) and still be judged.
 EVICTION_EVENT_WITHIN = 600.0
-
-Amounts = dict[str, Decimal]
-Obj = dict[str, Any]
-
-
-def amounts(resources: Mapping[str, Any] | None) -> Amounts:
-    return {k: Decimal(str(parse_quantity(str(v)))) for k, v in (resources or {}).items()}
-
-
-def _add(into: Amounts, other: Mapping[str, Decimal], sign: int = 1) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, Decimal(0)) + sign * v
-
-
-def _over(used: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> list[str]:
-    """The resources ``used`` has more of than ``limit`` names (unnamed: unlimited)."""
-    return [k for k, v in used.items() if k in limit and v > limit[k]]
-
-
-def _fits(wanted: Mapping[str, Decimal], free: Mapping[str, Decimal]) -> bool:
-    return all(v <= free.get(k, Decimal(0)) for k, v in wanted.items() if v > 0)
-
-
-def requests_of(spec: Mapping[str, Any]) -> Amounts:
-    """Containers summed, the largest init container if bigger, plus overhead."""
-
-    def one(container: Mapping[str, Any]) -> Amounts:
-        resources = container.get("resources") or {}
-        out = amounts(resources.get("limits"))
-        out.update(amounts(resources.get("requests")))
-        return out
-
-    total: Amounts = {}
-    for container in spec.get("containers") or ():
-        _add(total, one(container))
-    for container in spec.get("initContainers") or ():
-        for k, v in one(container).items():
-            total[k] = max(total.get(k, Decimal(0)), v)
-    _add(total, amounts(spec.get("overhead")))
-    return total
-
-
-def demand(spec: Mapping[str, Any]) -> Amounts:
-    """What a pod takes of a node: its requests and one pod slot."""
-    return {**requests_of(spec), "pods": Decimal(1)}
-
-
-def epoch(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta["name"]
-
-
-def holds(pod: Mapping[str, Any]) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) and (
-        (pod.get("status") or {}).get("phase") not in TERMINAL
-    )
-
-
-def pending(pod: Mapping[str, Any]) -> bool:
-    spec = pod.get("spec") or {}
-    return (
-        not spec.get("nodeName")
-        and not pod["metadata"].get("deletionTimestamp")
-        and (pod.get("status") or {}).get("phase") not in TERMINAL
-        and not spec.get("schedulingGates")
-    )
 
 
 def gang_of(pod: Mapping[str, Any]) -> str | None:
@@ -1551,9 +1493,3 @@ def _show(free: Mapping[str, Decimal]) -> str:
     return ", ".join(
         f"{k} {v.normalize()}" for k, v in sorted(free.items()) if k in ("cpu", "pods")
     )
-
-
-def _plus(a: Mapping[str, Decimal], b: Mapping[str, Decimal], sign: int = 1) -> Amounts:
-    out = dict(a)
-    _add(out, b, sign)
-    return out

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tests.reliability.checker import Amounts, Obj, _add, amounts, epoch, holds, key, requests_of
+from tests.reliability.objects import Amounts, Obj, _add, amounts, epoch, holds, key, requests_of
 
 KOORD = "quota.scheduling.koordinator.sh/"
 PARENT = KOORD + "parent"

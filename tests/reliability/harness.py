@@ -30,7 +30,7 @@ from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
 from tests.reliability.gang_invariants import GangJudge
-from tests.reliability.watches import Departures, NodeChanges
+from tests.reliability.watches import Departures, NodeChanges, PreemptorReservations
 from tests.support import REPO, eventually
 
 # How long the load may take to settle afterwards: the longest liveness bound, twice.
@@ -63,6 +63,7 @@ class Outcome:
     berth_said: list[str] = field(default_factory=list)
     departures: Departures | None = None  # of the churn's namespaces, while it runs
     node_changes: NodeChanges | None = None  # every node's, while the churn runs
+    preemptor_reservations: PreemptorReservations | None = None  # while the churn runs
     # Berth's own figures at the end of the load (its metrics), for the reader of a report.
     berth_figures: str = ""
 
@@ -71,6 +72,9 @@ class Outcome:
         snap = await snapshot(api, namespaces)
         if self.departures is not None:
             snap.departed = self.departures.take()
+            snap.disrupted = self.departures.take_disrupted()
+        if self.preemptor_reservations is not None:
+            snap.preemptor_reservations = self.preemptor_reservations.take()
         if self.node_changes is not None:
             snap.node_changes = self.node_changes.take()
         return snap
@@ -277,14 +281,17 @@ async def churned(
     churn.max_gangs = max(churn.max_gangs, scale.nodes // 10)
     departures = Departures(api, namespaces)
     node_changes = NodeChanges(api)
+    made = PreemptorReservations(api)
     outcome = Outcome(
         churn,
         Checker(scheduler),
         GangJudge(scheduler),
         departures=departures,
         node_changes=node_changes,
+        preemptor_reservations=made,
     )
     node_changes.start()
+    made.start()
     await churn.setup(scale.nodes)
     departures.start()
     berth.start()
@@ -349,6 +356,7 @@ async def churned(
         await churn.close()
         await departures.stop()
         await node_changes.stop()
+        await made.stop()
     return outcome
 
 

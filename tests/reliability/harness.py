@@ -232,6 +232,17 @@ def installed_config(scheduler: str) -> dict[str, Any]:
     return copy.deepcopy(config)
 
 
+def churn_config(scheduler: str) -> dict[str, Any]:
+    """The installed configuration with the Reservation plugin's reservePreemptedCapacity:
+    a reclaim holds what it frees in a Reservation of its preemptor before it evicts (the
+    quota tree's reclaim as docs/elasticquota.md runs it), which the checker judges."""
+    config = installed_config(scheduler)
+    config["profiles"][0].setdefault("pluginConfig", []).append(
+        {"name": "Reservation", "args": {"reservePreemptedCapacity": True}}
+    )
+    return config
+
+
 def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs: Any) -> BerthRun:
     """Logging each binding too (debug), for the reader of a report."""
     return BerthRun.configured(kubeconfig, config, directory, log_level="debug", **kwargs)
@@ -239,12 +250,14 @@ def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs
 
 @asynccontextmanager
 async def churn_namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
-    """The test's namespace (no quota) and two more the churn gives an ElasticQuota each,
-    once no other test's quota is left: the scheduler sums every quota's min, the checker
-    only this test's, so a quota of an earlier test still being deleted would let the
-    scheduler admit more than the checker allows."""
+    """The test's namespace (no quota: the tree's parent quota lives there, which holds
+    no pods), two more the churn gives a flat ElasticQuota each (``-q``) and two for the
+    tree's children (``-t``), once no other test's quota is left: the scheduler sums every
+    flat quota's min and hands the cluster to every tree, the checker knows only this
+    test's, so a quota of an earlier test still being deleted would let the scheduler
+    admit more than the checker allows."""
     core = CoreV1Api(api)
-    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)]
+    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)] + [f"{namespace[:50]}-t{i}" for i in (1, 2)]
     for name in extra:
         await core.create_namespace({"metadata": {"name": name}})
     try:
@@ -272,9 +285,9 @@ async def churned(
     deletion then frees anything, so what only the scheduler's own action (a reclaim)
     would place stays where it is."""
     scheduler = short(namespaces[0])
-    churn = Churn(
-        api, scheduler, scheduler, namespaces[1:], namespaces[0], random.Random(scheduler)
-    )
+    flat = [n for n in namespaces[1:] if n.rsplit("-", 1)[1].startswith("q")]
+    churn = Churn(api, scheduler, scheduler, flat, namespaces[0], random.Random(scheduler))
+    churn.tree_namespaces = [n for n in namespaces[1:] if n.rsplit("-", 1)[1].startswith("t")]
     churn.node_deletions = node_deletions
     if scale.pods_per_node is not None:
         churn.max_pods = scale.pods_per_node * scale.nodes

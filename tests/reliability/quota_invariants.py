@@ -264,8 +264,9 @@ def reclaim_without_reservation(
     return out
 
 
-def _show(values: Mapping[str, Decimal]) -> str:
-    return ", ".join(f"{k} {v.normalize()}" for k, v in sorted(values.items()) if v)
+def _show(values: Mapping[str, Decimal], names: Iterable[str]) -> str:
+    """The amounts of the resources ``names`` (those the tree limits), zero included."""
+    return ", ".join(f"{r} {values.get(r, Decimal(0)).normalize()}" for r in sorted(names))
 
 
 @dataclass
@@ -360,11 +361,12 @@ class TreeLook:
                 for name in self.chain(quota_of(victim, self.tree) or ""):
                     _add(freed[name], requests_of(victim["spec"]))
             if victims and _fits(demand(pod["spec"]), space) and self.admits(leaf, pod, freed):
+                names = self.runtime_low.get(leaf, {})
                 return (
-                    f"{node} frees {_show(freed[self.chain(leaf)[-1]])} of "
-                    f"{', '.join(sorted(over))}, over their runtime; {leaf} uses "
-                    f"{_show(self.used_high.get(leaf, {}))} of "
-                    f"{_show(self.runtime_low.get(leaf, {}))} surely its"
+                    f"{node} frees {_show(freed[self.chain(leaf)[-1]], names)} of "
+                    f"{', '.join(sorted(over))} (over their runtime); {leaf} uses "
+                    f"{_show(self.used_high.get(leaf, {}), names)}, its runtime at least "
+                    f"{_show(self.runtime_low.get(leaf, {}), names)}"
                 )
         return ""
 

@@ -221,7 +221,10 @@ def test_a_pod_within_its_min_reclaims_from_a_sibling_over_its_runtime() -> None
     assert look.over_runtime("team-b") == {"cpu": 1}
     assert not look.admits("team-a", pods[-1])  # dept is at its max
     found = look.reclaim_node("team-a", pods[-1], ["n1"], lambda n: {"cpu": 0, "pods": 106})
-    assert found.startswith("n1 frees cpu 4 of team-b, over their runtime")
+    assert found == (
+        "n1 frees cpu 4 of team-b (over their runtime); team-a uses cpu 0, its runtime at "
+        "least cpu 1"
+    )
     # No node the pod may go to, or team-b within what it may keep: nothing to reclaim.
     assert look.reclaim_node("team-a", pods[-1], [], lambda n: {}) == ""
     fewer = [running(f"b{i}", "team-b") for i in range(3)] + [waiting("a0", "team-a")]

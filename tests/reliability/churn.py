@@ -110,10 +110,11 @@ class Churn:
             await self.create_tree(scale)
 
     async def create_tree(self, scale: int) -> None:
-        """A department (min and max 16 CPUs, so its children's mins are a guarantee it
-        always has) over two teams of min 8 and max 16: the first may borrow at most 4
-        beyond its min, the second lends at most 6 of its min. Tree quotas are known by
-        name across the cluster: each carries the churn's group."""
+        """A department of min and max 16 CPUs (its children's mins add up to its min, and
+        it is at its max whenever they want more together) over two teams of min 8 and
+        max 16: the first may borrow at most 4 beyond its min, the second lends at most 6
+        of its min. Tree quotas are known by name across the cluster: each carries the
+        churn's group."""
         parent = f"{self.group}-dept"
         first, second = self.tree_namespaces
         quotas = [

@@ -1198,10 +1198,10 @@ class Checker:
         detail: str = "",
         tree: dict[str, Obj] | None = None,
     ) -> list[str]:
-        """A pod of a tree quota reclaims from other tree quotas only, whatever their
-        priority (whether the victim's quota was over its runtime the checker cannot
-        tell from the objects: the reclaim liveness and the tree's max show a wrong one);
-        a pod outside the tree takes a tree quota's pod by priority, as a pod of no quota."""
+        """A pod of a tree quota takes pods of other tree quotas only, whatever their
+        priority; whether each victim's quota was over its runtime is not judged (the
+        objects give runtimes only as bounds). A pod outside the tree takes a tree
+        quota's pod by priority, as a pod of no quota does."""
         v, p = victim.pod, preemptor.pod
         what = f"{key(p)} preempted {key(v)}"
         v_ns, p_ns = v["metadata"]["namespace"], p["metadata"]["namespace"]

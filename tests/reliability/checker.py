@@ -6,8 +6,11 @@ evaluation; the Kubernetes client library's quantity parser).
 Safety, every snapshot:
 - no node's bound pods, plus what Available reservations still hold there, exceed its
   allocatable in any resource or in pod count;
-- no quota's bound pods exceed its max, and the quotas together never exceed the sum of
-  their mins;
+- no flat quota's bound pods exceed its max, and the flat quotas together never exceed
+  the sum of their mins;
+- quota trees (quota_invariants.py): no tree quota's subtree uses more than its max (or
+  its min + borrowing limit), children's mins stay within their parent's, and every
+  reclaim eviction comes after a Reservation of its preemptor;
 - a pod bound by the scheduler satisfied, when it was bound, its nodeSelector, its
   required node affinity, the node's NoSchedule/NoExecute taints and the node's cordon
   (unless it tolerates the cordon's taint); a fact counts once the looks and a watch of
@@ -25,8 +28,9 @@ Safety, every snapshot:
   already terminal, and an allocateOnce reservation is allocated to one pod only;
 - every pod the scheduler preempted (its ``Preempted`` event) was an allowed victim:
   lower priority within a namespace kind; another quota's pod only while that quota was
-  over its min; quota and quota-less pods never preempt each other; never a pod running
-  in a live reservation's capacity for a pod that is not that reservation's owner.
+  over its min; quota and quota-less pods never preempt each other; a tree quota's pod
+  only another tree quota's; never a pod running in a live reservation's capacity for a
+  pod that is not that reservation's owner.
 
 Liveness, every snapshot:
 - a Pending pod that one node has surely had room for at every look over
@@ -38,6 +42,10 @@ Liveness, every snapshot:
   keeps every node full such room is all there is;
 - a Pending pod whose quota is within its min, and that some node takes once other
   quotas' borrowed capacity is reclaimed, is bound within ``RECLAIM_WITHIN``;
+- a Pending pod of a tree quota surely within its runtime (so within its min), that some
+  node takes once the pods there of a sibling surely over its runtime are evicted, is
+  bound within ``RECLAIM_WITHIN``; one whose quota chain surely admits it is due as a pod
+  of no quota (a node with room);
 - a reservation past its expiry is Failed, an allocateOnce reservation with a bound owner
   is Succeeded, and one whose node is gone is Failed, each within ``TRANSITION_WITHIN``.
 
@@ -57,19 +65,47 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+
+from tests.reliability.objects import (
+    TERMINAL,
+    Amounts,
+    Obj,
+    _add,
+    _fits,
+    _over,
+    _plus,
+    amounts,
+    demand,
+    epoch,
+    holds,
+    key,
+    pending,
+    requests_of,
+)
+from tests.reliability.quota_invariants import (
+    PREEMPTOR,
+    TREE_RECLAIM_MARK,
+    children_min_over_parent,
+    in_tree,
+    is_parent,
+    quota_of,
+    reclaim_victim,
+    reclaim_without_reservation,
+    tree_look,
+    tree_over_max,
+    tree_quotas,
+    tree_used,
+)
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 KOORD_GANG = "gang.scheduling.koordinator.sh/name"
 KOORD_LEGACY_GANG = "pod-group.scheduling.sigs.k8s.io/name"
 RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
-TERMINAL = {"Succeeded", "Failed"}
 HOLDING = {"Available", "Waiting"}
 BLOCKING_EFFECTS = {"NoSchedule", "NoExecute"}
 CORDON_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
@@ -86,78 +122,6 @@ TRANSITION_WITHIN = 30.0
 RECLAIM = "reclaim"  # the one way a reclaim is seen: the arithmetic, whichever node
 # How late an eviction's event may come (the scheduler's event queue) and still be judged.
 EVICTION_EVENT_WITHIN = 600.0
-
-Amounts = dict[str, Decimal]
-Obj = dict[str, Any]
-
-
-def amounts(resources: Mapping[str, Any] | None) -> Amounts:
-    return {k: Decimal(str(parse_quantity(str(v)))) for k, v in (resources or {}).items()}
-
-
-def _add(into: Amounts, other: Mapping[str, Decimal], sign: int = 1) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, Decimal(0)) + sign * v
-
-
-def _over(used: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> list[str]:
-    """The resources ``used`` has more of than ``limit`` names (unnamed: unlimited)."""
-    return [k for k, v in used.items() if k in limit and v > limit[k]]
-
-
-def _fits(wanted: Mapping[str, Decimal], free: Mapping[str, Decimal]) -> bool:
-    return all(v <= free.get(k, Decimal(0)) for k, v in wanted.items() if v > 0)
-
-
-def requests_of(spec: Mapping[str, Any]) -> Amounts:
-    """Containers summed, the largest init container if bigger, plus overhead."""
-
-    def one(container: Mapping[str, Any]) -> Amounts:
-        resources = container.get("resources") or {}
-        out = amounts(resources.get("limits"))
-        out.update(amounts(resources.get("requests")))
-        return out
-
-    total: Amounts = {}
-    for container in spec.get("containers") or ():
-        _add(total, one(container))
-    for container in spec.get("initContainers") or ():
-        for k, v in one(container).items():
-            total[k] = max(total.get(k, Decimal(0)), v)
-    _add(total, amounts(spec.get("overhead")))
-    return total
-
-
-def demand(spec: Mapping[str, Any]) -> Amounts:
-    """What a pod takes of a node: its requests and one pod slot."""
-    return {**requests_of(spec), "pods": Decimal(1)}
-
-
-def epoch(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta["name"]
-
-
-def holds(pod: Mapping[str, Any]) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) and (
-        (pod.get("status") or {}).get("phase") not in TERMINAL
-    )
-
-
-def pending(pod: Mapping[str, Any]) -> bool:
-    spec = pod.get("spec") or {}
-    return (
-        not spec.get("nodeName")
-        and not pod["metadata"].get("deletionTimestamp")
-        and (pod.get("status") or {}).get("phase") not in TERMINAL
-        and not spec.get("schedulingGates")
-    )
 
 
 def gang_of(pod: Mapping[str, Any]) -> str | None:
@@ -387,12 +351,18 @@ class Snapshot:
     # deleted): a node can change more than once between two looks.
     node_changes: list[tuple[float, str, Obj | None]] = field(default_factory=list)
     podgroups: list[Obj] = field(default_factory=list)  # scheduler-plugins' PodGroups
+    # Pods of the churn's namespaces a watch saw marked as a disruption's target since the
+    # look before (a later status write may drop the mark before a look sees it), and
+    # Reservations made for preemptors as a watch saw them (one may come and go between).
+    disrupted: list[Obj] = field(default_factory=list)
+    preemptor_reservations: list[Obj] = field(default_factory=list)
 
     def governing(self) -> dict[str, Obj]:
-        """The quota of each namespace (the oldest, as the scheduler picks)."""
+        """The flat quota of each namespace (the oldest, as the scheduler picks): a quota of
+        a tree follows the tree's rules (quota_invariants.py), not the flat ones."""
         out: dict[str, Obj] = {}
         for quota in sorted(
-            self.quotas,
+            (q for q in self.quotas if not in_tree(q)),
             key=lambda q: (q["metadata"]["creationTimestamp"], q["metadata"]["name"]),
         ):
             out.setdefault(quota["metadata"]["namespace"], quota)
@@ -551,6 +521,16 @@ class Checker:
     # Off while the scheduler is being killed on purpose: its bounds start when it is on.
     liveness: bool = True
     _live_since: float = 0.0
+    # Quota trees: the tree quotas of the last look, the leaves borrowing then (using more
+    # than their min), Preempted events judged for their Reservation, and what the order
+    # is judged by: reclaim victims as last seen marked, preemptors' Reservations as seen.
+    _tree: dict[str, Obj] = field(default_factory=dict)
+    _borrowing: set[str] = field(default_factory=set)
+    _order_judged: set[str] = field(default_factory=set)
+    _order_seen: dict[str, float] = field(default_factory=dict)
+    _marked: dict[str, Obj] = field(default_factory=dict)
+    _preemptor_reservations: dict[str, Obj] = field(default_factory=dict)
+    _tree_reclaimable_since: dict[str, dict[str, float]] = field(default_factory=dict)
     _reported: set[str] = field(default_factory=set)  # reported once already
 
     def check(self, snap: Snapshot) -> list[str]:
@@ -562,8 +542,10 @@ class Checker:
             if (r.get("status") or {}).get("phase") in TERMINAL:
                 self._terminal_seen.setdefault(name, snap.taken_at)
         live = [p for p in snap.pods if holds(p)]
+        self._tree = tree_quotas(snap.quotas)
         found += self._capacity(snap, live, reservations)
         found += self._quotas(snap, live)
+        found += self._trees(snap, live)
         found += self._reservations(snap, live, reservations)
         found += self._new_bindings(snap, reservations)
         found += self._node_rules(snap.taken_at)
@@ -578,7 +560,11 @@ class Checker:
             found += self._transitions(snap, reservations, TRANSITION_WITHIN)
         else:
             self._live_since = 0.0
-            for since in (self._placeable_since, self._reclaimable_since):
+            for since in (
+                self._placeable_since,
+                self._reclaimable_since,
+                self._tree_reclaimable_since,
+            ):
                 since.clear()
             for seen in (self._node_gone_seen, self._owner_bound_seen):
                 seen.clear()
@@ -704,6 +690,53 @@ class Checker:
             found.append(
                 f"quotas together use {total_used[k]} {k} > the sum of mins {total_min[k]}"
                 f" ({orphans} of their pods on deleted nodes)"
+            )
+        return found
+
+    def _trees(self, snap: Snapshot, live: list[Obj]) -> list[str]:
+        """The quota trees' rules on this look: no quota over its max (or min + borrowing
+        limit) at any level, counting the pods that are not leaving, as for flat quotas;
+        children's mins within their parent's (reported once); and each reclaim eviction
+        after a Reservation of its preemptor, judged once its event has been seen for
+        ``2 * SLACK`` (its victim, marked, may show only in the watch). Counts the leaves
+        that start borrowing and the tree's reclaims: a run without them proves nothing
+        of the tree."""
+        staying = [p for p in live if not p["metadata"].get("deletionTimestamp")]
+        found = tree_over_max(snap.quotas, staying)
+        for line in children_min_over_parent(snap.quotas):
+            if line not in self._reported:
+                self._reported.add(line)
+                found.append(line)
+        borrowing = {
+            name
+            for name, used in tree_used(snap.quotas, staying).items()
+            if not is_parent(self._tree[name])
+            and _over(used, amounts((self._tree[name].get("spec") or {}).get("min")))
+        }
+        self.counts["tree borrows"] += len(borrowing - self._borrowing)
+        self._borrowing = borrowing
+        for pod in (*snap.pods, *snap.departed, *snap.disrupted):
+            if reclaim_victim(pod):
+                self._marked[pod["metadata"]["uid"]] = pod
+        for r in (*snap.reservations, *snap.preemptor_reservations):
+            if PREEMPTOR in (r["metadata"].get("labels") or {}):
+                self._preemptor_reservations[r["metadata"]["uid"]] = r
+        for event in snap.preempted:
+            uid = event["metadata"]["uid"]
+            if uid in self._order_judged:
+                continue
+            victim_uid = (event.get("involvedObject") or {}).get("uid", "")
+            victim = self._marked.get(victim_uid)
+            first = self._order_seen.setdefault(uid, snap.taken_at)
+            if victim is None and snap.taken_at < first + 2 * SLACK:
+                continue
+            self._order_judged.add(uid)
+            if victim is None:
+                continue  # a preemption by priority, not a reclaim
+            self.counts["reclaims judged for their reservation"] += 1
+            self.counts["tree reclaims"] += int(reclaim_victim(victim, TREE_RECLAIM_MARK))
+            found += reclaim_without_reservation(
+                [event], {victim_uid: victim}, self._preemptor_reservations.values()
             )
         return found
 
@@ -1153,7 +1186,7 @@ class Checker:
                     + ", ".join(f"{k} {then.get(k, 0)} of {v}" for k, v in sorted(least.items()))
                     + ")"
                 )
-            found += self._allowed(victim, preemptor, governing, reservations, detail)
+            found += self._allowed(victim, preemptor, governing, reservations, detail, self._tree)
         return found
 
     @staticmethod
@@ -1163,14 +1196,24 @@ class Checker:
         governing: dict[str, Obj],
         reservations: dict[str, Obj],
         detail: str = "",
+        tree: dict[str, Obj] | None = None,
     ) -> list[str]:
+        """A pod of a tree quota takes pods of other tree quotas only, whatever their
+        priority; whether each victim's quota was over its runtime is not judged (the
+        objects give runtimes only as bounds). A pod outside the tree takes a tree
+        quota's pod by priority, as a pod of no quota does."""
         v, p = victim.pod, preemptor.pod
         what = f"{key(p)} preempted {key(v)}"
         v_ns, p_ns = v["metadata"]["namespace"], p["metadata"]["namespace"]
         v_priority = v["spec"].get("priority") or 0
         p_priority = p["spec"].get("priority") or 0
         found = []
-        if (v_ns in governing) != (p_ns in governing):
+        p_leaf = quota_of(p, tree or {})
+        if p_leaf is not None:
+            v_leaf = quota_of(v, tree or {})
+            if v_leaf is None or v_leaf == p_leaf:
+                found.append(f"{what}: a tree quota's pod reclaims from other tree quotas only")
+        elif (v_ns in governing) != (p_ns in governing):
             found.append(f"{what}: quota and quota-less pods never preempt each other")
         elif v_ns in governing and v_ns != p_ns:
             if not victim.quota_over_min:
@@ -1226,6 +1269,10 @@ class Checker:
         placeable_now: dict[str, dict[str, Callable[[], str]]] = {}
         placements = _Placements.of(snap, live, waiting)
         reclaimable_now: dict[str, dict[str, Callable[[], str]]] = {}
+        tree_reclaimable_now: dict[str, dict[str, Callable[[], str]]] = {}
+        # The nodes the scheduler surely sees: those the looks have seen for SLACK.
+        sure = [n for n in snap.nodes if self._node_seen[n][0] <= snap.taken_at - SLACK]
+        trees = tree_look(snap.quotas, snap.pods, snap.nodes, sure)
         for pod in waiting:
             if RESERVATION_AFFINITY in (pod["metadata"].get("annotations") or {}):
                 continue  # decided by its reservations alone
@@ -1257,6 +1304,9 @@ class Checker:
             allows = _pod_rules_allow(pod, placements)
             nodes = [n for n in free if eligible(pod["spec"], snap.nodes[n]) and allows(n)]
             sum_ok = quota is None or not _over(_plus(everyone, wanted), total_min)
+            leaf = quota_of(pod, trees.tree)
+            if leaf is not None:  # its quota chain surely admits it, or no flat rule does
+                sum_ok = trees.admits(leaf, pod)
             fitting = [n for n in nodes if _fits(wanted, room(n))]
             if sum_ok and fitting:
                 placeable_now[uid] = {n: functools.partial(_has, n, room(n)) for n in fitting}
@@ -1274,6 +1324,8 @@ class Checker:
                 )
             ):
                 reclaimable_now[uid] = {RECLAIM: functools.partial(str, inside)}
+            elif leaf is not None and (inside := trees.reclaim_node(leaf, pod, nodes, room)):
+                tree_reclaimable_now[uid] = {RECLAIM: functools.partial(str, inside)}
 
         # Reservations are scheduled like pods: one some node surely takes is placed too
         # (a refusal that ends it as Failed counts as not placed; expiry does not).
@@ -1301,6 +1353,12 @@ class Checker:
         for now, since, bound, what in (
             (placeable_now, self._placeable_since, PLACEABLE_WITHIN, "some node could take it"),
             (reclaimable_now, self._reclaimable_since, RECLAIM_WITHIN, "within its quota's min"),
+            (
+                tree_reclaimable_now,
+                self._tree_reclaimable_since,
+                RECLAIM_WITHIN,
+                "a reclaim in its quota tree would place it",
+            ),
         ):
             for uid in list(since):
                 if uid not in now:
@@ -1313,7 +1371,7 @@ class Checker:
                     detail = ways[lasting[0]]()
                     found.append(f"{self._name(uid)} Pending {bound:.0f}s+ while {what} ({detail})")
                     since[uid] = {}  # reported once per period
-        every = placeable_now | reclaimable_now
+        every = placeable_now | reclaimable_now | tree_reclaimable_now
         self.placeable = sorted(
             f"{self._name(uid)} ({next(iter(ways.values()))()})" for uid, ways in every.items()
         )
@@ -1551,9 +1609,3 @@ def _show(free: Mapping[str, Decimal]) -> str:
     return ", ".join(
         f"{k} {v.normalize()}" for k, v in sorted(free.items()) if k in ("cpu", "pods")
     )
-
-
-def _plus(a: Mapping[str, Decimal], b: Mapping[str, Decimal], sign: int = 1) -> Amounts:
-    out = dict(a)
-    _add(out, b, sign)
-    return out

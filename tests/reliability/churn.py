@@ -5,13 +5,16 @@ must spread over zones (DoNotSchedule, maxSkew 1); quotas; reservations that exp
 or outlive the run, some taken by their owners, some on nodes only reservations
 tolerate; gangs (scheduler-plugins' PodGroups and Koordinator's gang annotations) of 2 to
 6 members at least, some with more, a quarter of them of 4-CPU members that compete for
-what the other pods leave, deleted whole or a member at a time; nodes tainted, cordoned
-and uncordoned, deleted and added."""
+what the other pods leave, deleted whole or a member at a time; a quota tree (a parent
+over two children, one with a borrowing limit, one with a lending limit) whose children
+take turns lending their min to each other and taking it back by reclaim; nodes tainted,
+cordoned and uncordoned, deleted and added."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,6 +39,10 @@ SOLO = {"berth.test/solo": "yes"}  # at most one such pod per zone (and namespac
 SPREAD = {"berth.test/spread": "yes"}  # spread over the zones, skew at most 1
 GANG_SIZES = ("500m", "1", "2")
 LARGE = "4"  # a large gang's members: 12 to 24 CPUs a gang, several nodes' worth
+TREE = "quota.scheduling.koordinator.sh/"
+# How long each turn of the tree's children lasts: one lends while the other borrows,
+# then the lender's pods come back and reclaim (two turns), then they swap roles.
+TREE_TURN_SECONDS = 7.0
 
 
 @dataclass
@@ -69,6 +76,11 @@ class Churn:
     # over a long run the Pending backlog would grow without end: the long variants keep
     # the short ones' pressure for longer, not an ever larger overload.
     max_pods: int | None = None
+    # The quota tree's two children's namespaces (none: no tree); its parent lives in the
+    # free namespace, which it leaves quota-less (a parent holds no pods).
+    tree_namespaces: list[str] = field(default_factory=list)
+    _turns: int = -1
+    _turn_ends: float = 0.0
 
     def __post_init__(self) -> None:
         self.core = CoreV1Api(self.api)
@@ -94,6 +106,68 @@ class Churn:
             await self.custom.create_namespaced_custom_object(
                 "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
             )
+        if self.tree_namespaces:
+            await self.create_tree(scale)
+
+    async def create_tree(self, scale: int) -> None:
+        """A department of min and max 16 CPUs (its children's mins add up to its min, and
+        it is at its max whenever they want more together) over two teams of min 8 and
+        max 16: the first may borrow at most 4 beyond its min, the second lends at most 6
+        of its min. Tree quotas are known by name across the cluster: each carries the
+        churn's group."""
+        parent = f"{self.group}-dept"
+        first, second = self.tree_namespaces
+        quotas = [
+            (self.free_namespace, parent, {TREE + "is-parent": "true"}, {}, 16),
+            (first, f"{self.group}-a", {TREE + "parent": parent},
+             {"berth.io/borrowing-limit": json.dumps({"cpu": str(4 * scale)})}, 8),
+            (second, f"{self.group}-b", {TREE + "parent": parent},
+             {"berth.io/lending-limit": json.dumps({"cpu": str(6 * scale)})}, 8),
+        ]  # fmt: skip
+        for namespace, name, labels, notes, least in quotas:
+            quota = {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "ElasticQuota",
+                "metadata": {"name": name, "labels": labels, "annotations": notes},
+                "spec": {"min": {"cpu": str(least * scale)}, "max": {"cpu": str(16 * scale)}},
+            }
+            await self.custom.create_namespaced_custom_object(
+                "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
+            )
+
+    async def tree_turn(self) -> None:
+        """A new turn of the tree's children when the last one is over. In turn 2k the
+        lender's pods are deleted and the other child borrows its min; in turn 2k+1 the
+        lender's pods come back, within its min, and reclaim; the children swap roles every
+        two turns."""
+        now = asyncio.get_running_loop().time()
+        if not self.tree_namespaces or now < self._turn_ends:
+            return
+        self._turns += 1
+        self._turn_ends = now + TREE_TURN_SECONDS
+        self.counts["tree turns"] += 1
+        if self._turns % 2:
+            return
+        lender = self._lender()
+        gone = [(ns, name) for ns, name in self.pods if ns == lender]
+        self.pods = [p for p in self.pods if p[0] != lender]
+        self.spread -= set(gone)
+        await asyncio.gather(
+            *(self.core.delete_namespaced_pod(n, ns, grace_period_seconds=0) for ns, n in gone),
+            return_exceptions=True,
+        )
+        self.counts["pods deleted"] += len(gone)
+
+    def _lender(self) -> str:
+        return self.tree_namespaces[(self._turns // 2) % 2]
+
+    def _tree_receiver(self) -> list[str]:
+        """The tree's child that gets pods this turn: the borrower, then the lender."""
+        if not self.tree_namespaces or self._turns < 0:
+            return []
+        lender = self._lender()
+        borrower = next(n for n in self.tree_namespaces if n != lender)
+        return [lender if self._turns % 2 else borrower]
 
     async def add_node(self) -> None:
         self.counts["nodes added"] += 1
@@ -172,7 +246,9 @@ class Churn:
         )
 
     async def create_pod(self) -> None:
-        namespace = self.rng.choice([*self.quota_namespaces, self.free_namespace])
+        namespace = self.rng.choice(
+            [*self.quota_namespaces, self.free_namespace, *self._tree_receiver()]
+        )
         self.counts["pods created"] += 1
         name = f"p{self.counts['pods created']}"
         labels = None
@@ -324,6 +400,7 @@ class Churn:
         self.reservations.append(name)
 
     async def step(self) -> None:
+        await self.tree_turn()
         gangs = self.rng.random()
         if gangs < 0.04:
             await self.create_gang()

@@ -30,7 +30,7 @@ from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
 from tests.reliability.gang_invariants import GangJudge
-from tests.reliability.watches import Departures, NodeChanges
+from tests.reliability.watches import Departures, NodeChanges, PreemptorReservations
 from tests.support import REPO, eventually
 
 # How long the load may take to settle afterwards: the longest liveness bound, twice.
@@ -63,6 +63,7 @@ class Outcome:
     berth_said: list[str] = field(default_factory=list)
     departures: Departures | None = None  # of the churn's namespaces, while it runs
     node_changes: NodeChanges | None = None  # every node's, while the churn runs
+    preemptor_reservations: PreemptorReservations | None = None  # while the churn runs
     # Berth's own figures at the end of the load (its metrics), for the reader of a report.
     berth_figures: str = ""
 
@@ -71,6 +72,9 @@ class Outcome:
         snap = await snapshot(api, namespaces)
         if self.departures is not None:
             snap.departed = self.departures.take()
+            snap.disrupted = self.departures.take_disrupted()
+        if self.preemptor_reservations is not None:
+            snap.preemptor_reservations = self.preemptor_reservations.take()
         if self.node_changes is not None:
             snap.node_changes = self.node_changes.take()
         return snap
@@ -228,6 +232,17 @@ def installed_config(scheduler: str) -> dict[str, Any]:
     return copy.deepcopy(config)
 
 
+def churn_config(scheduler: str) -> dict[str, Any]:
+    """The installed configuration with the Reservation plugin's reservePreemptedCapacity:
+    a reclaim holds what it frees in a Reservation of its preemptor before it evicts (the
+    quota tree's reclaim as docs/elasticquota.md runs it), which the checker judges."""
+    config = installed_config(scheduler)
+    config["profiles"][0].setdefault("pluginConfig", []).append(
+        {"name": "Reservation", "args": {"reservePreemptedCapacity": True}}
+    )
+    return config
+
+
 def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs: Any) -> BerthRun:
     """Logging each binding too (debug), for the reader of a report."""
     return BerthRun.configured(kubeconfig, config, directory, log_level="debug", **kwargs)
@@ -235,12 +250,14 @@ def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs
 
 @asynccontextmanager
 async def churn_namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
-    """The test's namespace (no quota) and two more the churn gives an ElasticQuota each,
-    once no other test's quota is left: the scheduler sums every quota's min, the checker
-    only this test's, so a quota of an earlier test still being deleted would let the
-    scheduler admit more than the checker allows."""
+    """The test's namespace (no quota: the tree's parent quota lives there, which holds
+    no pods), two more the churn gives a flat ElasticQuota each (``-q``) and two for the
+    tree's children (``-t``), once no other test's quota is left: the scheduler sums every
+    flat quota's min and hands the cluster to every tree, the checker knows only this
+    test's, so a quota of an earlier test still being deleted would let the scheduler
+    admit more than the checker allows."""
     core = CoreV1Api(api)
-    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)]
+    extra = [f"{namespace[:50]}-q{i}" for i in (1, 2)] + [f"{namespace[:50]}-t{i}" for i in (1, 2)]
     for name in extra:
         await core.create_namespace({"metadata": {"name": name}})
     try:
@@ -268,23 +285,26 @@ async def churned(
     deletion then frees anything, so what only the scheduler's own action (a reclaim)
     would place stays where it is."""
     scheduler = short(namespaces[0])
-    churn = Churn(
-        api, scheduler, scheduler, namespaces[1:], namespaces[0], random.Random(scheduler)
-    )
+    flat = [n for n in namespaces[1:] if n.rsplit("-", 1)[1].startswith("q")]
+    churn = Churn(api, scheduler, scheduler, flat, namespaces[0], random.Random(scheduler))
+    churn.tree_namespaces = [n for n in namespaces[1:] if n.rsplit("-", 1)[1].startswith("t")]
     churn.node_deletions = node_deletions
     if scale.pods_per_node is not None:
         churn.max_pods = scale.pods_per_node * scale.nodes
     churn.max_gangs = max(churn.max_gangs, scale.nodes // 10)
     departures = Departures(api, namespaces)
     node_changes = NodeChanges(api)
+    made = PreemptorReservations(api)
     outcome = Outcome(
         churn,
         Checker(scheduler),
         GangJudge(scheduler),
         departures=departures,
         node_changes=node_changes,
+        preemptor_reservations=made,
     )
     node_changes.start()
+    made.start()
     await churn.setup(scale.nodes)
     departures.start()
     berth.start()
@@ -349,6 +369,7 @@ async def churned(
         await churn.close()
         await departures.stop()
         await node_changes.stop()
+        await made.stop()
     return outcome
 
 

@@ -445,6 +445,129 @@ def test_an_eviction_is_judged_by_the_looks_around_it_not_around_its_late_event(
     )
 
 
+KOORD = "quota.scheduling.koordinator.sh/"
+TREE_RECLAIMED = "rl: preempting to return capacity over its runtime to the quota tree"
+
+
+def tree_quota(
+    name: str, namespace: str, cpu_min: str, parent: str | None = None
+) -> dict[str, Any]:
+    """A quota of the tree "dept" (min and max 4, in the quota-less namespace "free") over
+    "a" (namespace ta) and "b" (namespace tb), each of max 4."""
+    labels = {KOORD + "is-parent": "false" if parent else "true"}
+    if parent:
+        labels[KOORD + "parent"] = parent
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                     "creationTimestamp": stamp(T0)},
+        "spec": {"min": {"cpu": cpu_min}, "max": {"cpu": "4"}},
+    }  # fmt: skip
+
+
+DEPT = [tree_quota("dept", "free", "4"), tree_quota("a", "ta", "2", "dept"),
+        tree_quota("b", "tb", "2", "dept")]  # fmt: skip
+
+
+def test_tree_quotas_follow_the_trees_rules_not_the_flat_ones() -> None:
+    """The parent's namespace holds 6 quota-less pods (a parent governs no namespace's
+    pods) and team a 4 (its max): as flat quotas, both would be over their max and the
+    sum of mins. One more pod of team a is over a's max and dept's."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    free = [bound(f"x{i}", "n1", T0) for i in range(6)]
+    team = [in_namespace(bound(f"a{i}", "n2", T0), "ta") for i in range(4)]
+    assert checker.check(Snapshot(T0, nodes, [*free, *team], DEPT, [])) == []
+    more = in_namespace(bound("a4", "n2", T0), "ta")
+    assert checker.check(Snapshot(T0 + 1, nodes, [*free, *team, more], DEPT, [])) == [
+        "ElasticQuota ta/a: its subtree's bound pods use 5 cpu, over its max 4",
+        "ElasticQuota free/dept: its subtree's bound pods use 5 cpu, over its max 4",
+    ]
+
+
+def test_a_leaf_that_starts_borrowing_counts_once() -> None:
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    nodes = {"n1": node("n1")}
+    pods = [in_namespace(bound(f"a{i}", "n1", T0), "ta") for i in range(3)]
+    for at, many in ((T0, 3), (T0 + 1, 3), (T0 + 2, 2), (T0 + 3, 3)):
+        checker.check(Snapshot(at, nodes, pods[:many], DEPT, []))
+    assert checker.counts["tree borrows"] == 2
+
+
+@pytest.mark.parametrize(("borrowed", "reported"), [(4, True), (2, False)])
+def test_a_tree_pod_within_its_min_is_due_by_reclaim_from_a_sibling_over_its_runtime(
+    borrowed: int, reported: bool
+) -> None:
+    """Team b holds ``borrowed`` of dept's 4 on the one node, full with quota-less pods
+    besides; team a's pod (priority 0, below all of them) comes back within a's min of 2.
+    With 4, b is over its runtime (at most 4 - 1): evicting b's pods would place it, and
+    45 s of that is a violation. With 2, b holds no more than its min and a reclaim has
+    nothing to take (nor is the node's room there)."""
+    checker = Checker(SCHEDULER)
+    nodes = {"n1": node("n1")}
+    team_b = [in_namespace(bound(f"b{i}", "n1", T0 - 60, priority=100), "tb")
+              for i in range(borrowed)]  # fmt: skip
+    free = [bound(f"x{i}", "n1", T0 - 60, priority=100) for i in range(8 - borrowed)]
+    pending = in_namespace(waiting("p", priority=0), "ta")
+    found = []
+    for at in (T0, T0 + 30, T0 + 50, T0 + 80):
+        found += checker.check(Snapshot(at, nodes, [*team_b, *free, pending], DEPT, []))
+    expected = "pod ta/p Pending 45s+ while a reclaim in its quota tree would place it (n1 frees"
+    assert [line[: len(expected)] for line in found] == ([expected] if reported else [])
+
+
+@pytest.mark.parametrize("reserved", [True, False])
+def test_a_tree_reclaim_is_judged_by_the_trees_rules_and_after_its_reservation(
+    reserved: bool,
+) -> None:
+    """Team a's pod of priority 0 reclaims from team b's pod of priority 100: no priority
+    rule applies, only the order: its Reservation first."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    nodes = {"n1": node("n1")}
+    victim = in_namespace(bound("v", "n1", T0 - 60, priority=100), "tb")
+    preemptor = in_namespace(waiting("p", priority=0), "ta")
+    assert checker.check(Snapshot(T0, nodes, [victim, preemptor], DEPT, [])) == []
+    victim["metadata"]["deletionTimestamp"] = stamp(T0 + 1)
+    victim["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "message": TREE_RECLAIMED}
+    )
+    event = {
+        "metadata": {"uid": "e1"},
+        "reason": "Preempted",
+        "message": "Preempted by pod p on node n1",
+        "involvedObject": {"uid": "v"},
+        "eventTime": stamp(T0 + 1),
+    }
+    held = {"metadata": {"name": "r", "uid": "r", "creationTimestamp": stamp(T0),
+                         "labels": {"berth.io/preemptor": "p"}}, "spec": {}}  # fmt: skip
+    after = Snapshot(T0 + 1, nodes, [victim, preemptor], DEPT, [held] if reserved else [], [event])
+    found = and_later(checker, after) + checker.check(replace(after, taken_at=T0 + 20))
+    unordered = "Pod tb/v was evicted to reclaim quota for pod p with no Reservation owned by it"
+    assert found == ([] if reserved else [f"{unordered} made before"])
+    assert checker.counts["tree reclaims"] == 1
+
+
+def test_a_tree_pod_takes_no_pod_outside_the_tree() -> None:
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    nodes = {"n1": node("n1")}
+    victim = bound("v", "n1", T0 - 60, priority=0)
+    preemptor = in_namespace(waiting("p", priority=100), "ta")
+    assert checker.check(Snapshot(T0, nodes, [victim, preemptor], DEPT, [])) == []
+    event = {
+        "metadata": {"uid": "e1"},
+        "reason": "Preempted",
+        "message": "Preempted by pod p on node n1",
+        "involvedObject": {"uid": "v"},
+    }
+    after = Snapshot(T0 + 1, nodes, [preemptor], DEPT, [], [event])
+    assert and_later(checker, after) == [
+        "ta/p preempted free/v: a tree quota's pod reclaims from other tree quotas only"
+    ]
+
+
 def once(name: str, node_name: str, cpu: str, **status: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": stamp(T0)},

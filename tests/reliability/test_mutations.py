@@ -22,9 +22,9 @@ from tests.reliability.checker import RECLAIM_WITHIN
 from tests.reliability.harness import (
     Scale,
     berth_run,
+    churn_config,
     churn_namespaces,
     churned,
-    installed_config,
     short,
 )
 
@@ -65,6 +65,13 @@ def quota_blind_preemption(config: dict[str, Any]) -> None:
 
 def unchanged(_config: dict[str, Any]) -> None:
     pass
+
+
+def evicting_before_reserving(config: dict[str, Any]) -> None:
+    """Reclaim evicts at once, with no Reservation of its preemptor made first."""
+    for entry in config["profiles"][0]["pluginConfig"]:
+        if entry["name"] == "Reservation":
+            entry["args"]["reservePreemptedCapacity"] = False
 
 
 MUTATIONS = {
@@ -117,6 +124,24 @@ MUTATIONS = {
     "gangs placed pod by pod, two at once": Mutation(
         disable("Coscheduling", "PlacementFields"), "each partly placed", seconds=240
     ),
+    # The quota tree. CapacityScheduling off: the tree's children and its parent fill up
+    # past their max (the tree's line, not the flat quotas' sum of mins).
+    "tree quotas ignored": Mutation(disable("CapacityScheduling"), "its subtree's bound pods use"),
+    # No reclaim: a child whose pods came back within its min waits while its sibling
+    # holds what it borrowed. As for "no reclaim", only after the load is that surely so.
+    # The load ends 95 s in, within a turn in which a child's pods come back (churn.py's
+    # TREE_TURN_SECONDS): the next turn would delete them.
+    "no tree reclaim": Mutation(
+        disable("CapacityScheduling", point="postFilter"),
+        "a reclaim in its quota tree would place it",
+        node_deletions=False,
+        seconds=95,
+        quiet=RECLAIM_WITHIN + 30,
+    ),
+    # A victim of the tree's children (namespaces -t1, -t2) evicted before any Reservation.
+    "tree reclaim without a reservation": Mutation(
+        evicting_before_reserving, r"^Pod \S+-t\d/\S+ was evicted to reclaim quota"
+    ),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
     "no operators": Mutation(unchanged, "reservation", operators=False),
 }
@@ -139,7 +164,7 @@ async def test_the_checker_catches_a_broken_berth(
     tmp_path: Path,
 ) -> None:
     mutation = MUTATIONS[name]
-    config = installed_config(short(namespaces[0]))
+    config = churn_config(short(namespaces[0]))
     mutation.change(config)
     berth = berth_run(
         kubeconfig_path,

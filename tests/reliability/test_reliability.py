@@ -1,8 +1,9 @@
 """Randomized churn and crashes against a real `berth run` (scheduler and operators, the
-installed profile), judged throughout by an independent checker (checker.py): safety
-every second, liveness with stated bounds (a placeable pod is bound within 30 s, a pod
-within its quota's min within 45 s by reclaim, reservation transitions within 30 s), and
-the at-rest checks after the load.
+installed profile, with reclaim reserving before it evicts), judged throughout by an
+independent checker (checker.py): safety every second, liveness with stated bounds (a
+placeable pod is bound within 30 s, a pod within its quota's min, flat or in the quota
+tree, within 45 s by reclaim, reservation transitions within 30 s), and the at-rest checks
+after the load.
 
 The short variants run in the suite (alone: tox -e reliability-short); `--long`
 (tox -e reliability) runs 200+ nodes and thousands of pods. Each test prints its counts:
@@ -22,9 +23,9 @@ from tests.reliability.harness import (
     Outcome,
     Scale,
     berth_run,
+    churn_config,
     churn_namespaces,
     churned,
-    installed_config,
     short,
 )
 
@@ -42,15 +43,16 @@ def scale(request: pytest.FixtureRequest) -> Scale:
 
 @pytest.fixture
 async def namespaces(api: ApiClient, namespace: str) -> AsyncIterator[list[str]]:
-    """The test's namespace (no quota) and two more with an ElasticQuota each."""
+    """The test's namespace (no quota), two more with a flat ElasticQuota each and two
+    for the quota tree's children."""
     async with churn_namespaces(api, namespace) as names:
         yield names
 
 
 @pytest.fixture
 def berth(kubeconfig_path: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[BerthRun]:
-    """`berth run` with the installed scheduler configuration, under this test's name."""
-    process = berth_run(kubeconfig_path, installed_config(short(namespace)), tmp_path)
+    """`berth run` with the churn's scheduler configuration, under this test's name."""
+    process = berth_run(kubeconfig_path, churn_config(short(namespace)), tmp_path)
     try:
         yield process
     finally:
@@ -66,6 +68,14 @@ def admitted_everywhere(outcome: Outcome, namespaces: list[str], gangs: int) -> 
     assert outcome.gangs.counts["gangs placed"] >= gangs
 
 
+def tree_exercised(outcome: Outcome, *, reclaims: bool = True) -> None:
+    """A churn in which no child of the quota tree borrowed (or, ``reclaims``, none got
+    its min back by reclaim) judged the tree's rules on nothing."""
+    counts = outcome.checker.counts
+    assert counts["tree borrows"] > 0, "no tree quota borrowed"
+    assert not reclaims or counts["tree reclaims"] > 0, "no tree reclaim was judged"
+
+
 # The kills wait for each restart to sync, which on a loaded machine takes longer than the
 # suite's default timeout; the long variants take up to an hour either way.
 @pytest.mark.timeout(3600)
@@ -76,6 +86,7 @@ async def test_churn_keeps_every_invariant(
     text = outcome.report("churn")
     assert outcome.churn.counts["pods created"] > 100
     admitted_everywhere(outcome, namespaces, gangs=3)
+    tree_exercised(outcome)
     assert outcome.found == [], text
 
 
@@ -88,4 +99,5 @@ async def test_crashes_keep_every_invariant(
     assert outcome.kills >= scale.kills
     # Killed every few seconds, the scheduler places a gang now and then only.
     admitted_everywhere(outcome, namespaces, gangs=1)
+    tree_exercised(outcome, reclaims=False)
     assert outcome.found == [], text

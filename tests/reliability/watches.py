@@ -1,6 +1,8 @@
 """What the checker's looks, a second or more apart, cannot show, from watches: pods
-deleted in some namespaces (a pod created, placed and deleted between two looks), and
-every change of every node (one cordoned, uncordoned and cordoned again between two)."""
+deleted in some namespaces (a pod created, placed and deleted between two looks) and pods
+marked as a disruption's target (the mark a later status write may drop), every change of
+every node (one cordoned, uncordoned and cordoned again between two), and the
+Reservations made for preemptors (one may be made, used and deleted between two)."""
 
 from __future__ import annotations
 
@@ -13,22 +15,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 Obj = dict[str, Any]
 
+PREEMPTOR = "berth.io/preemptor"  # the label of a Reservation made for a preemptor
 WATCH_SECONDS = 60  # the server ends each watch after this; it is resumed from its version
 RETRY_SECONDS = 0.5
 
 
 class Departures:
-    """A watch per namespace; ``take`` returns the pods deleted since the last take."""
+    """A watch per namespace; ``take`` returns the pods deleted since the last take,
+    ``take_disrupted`` every version since then that carried a DisruptionTarget
+    condition."""
 
     def __init__(self, api: ApiClient, namespaces: Iterable[str]) -> None:
         self.core = CoreV1Api(api)
         self.namespaces = list(namespaces)
         self._gone: list[Obj] = []
+        self._disrupted: list[Obj] = []
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -46,9 +52,46 @@ class Departures:
         gone, self._gone = self._gone, []
         return gone
 
+    def take_disrupted(self) -> list[Obj]:
+        disrupted, self._disrupted = self._disrupted, []
+        return disrupted
+
     def _on(self, kind: str, obj: Obj) -> None:
         if kind == "DELETED":
             self._gone.append(obj)
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        if any(c.get("type") == "DisruptionTarget" for c in conditions):
+            self._disrupted.append(obj)
+
+
+class PreemptorReservations:
+    """A watch of the Reservations; ``take`` returns those made for a preemptor (labelled
+    ``berth.io/preemptor``) seen since the last take, as each came."""
+
+    def __init__(self, api: ApiClient) -> None:
+        custom = CustomObjectsApi(api)
+        self.listing = functools.partial(
+            custom.list_cluster_custom_object,
+            "scheduling.koordinator.sh",
+            "v1alpha1",
+            "reservations",
+        )
+        self._made: list[Obj] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(_watch(self.listing, self._on))]
+
+    async def stop(self) -> None:
+        await _cancel(self._tasks)
+
+    def take(self) -> list[Obj]:
+        made, self._made = self._made, []
+        return made
+
+    def _on(self, kind: str, obj: Obj) -> None:
+        if PREEMPTOR in ((obj.get("metadata") or {}).get("labels") or {}):
+            self._made.append(obj)
 
 
 class NodeChanges:

@@ -518,6 +518,9 @@ class Checker:
     bound_per_namespace: Counter[str] = field(default_factory=Counter)
     # Pending pods some node surely takes now (directly, or by reclaim), by name.
     placeable: list[str] = field(default_factory=list)
+    # The longest a waiting pod was seen placeable (by each rule) before it was bound, in
+    # seconds as the looks saw it, beside the rule's bound: the liveness figures.
+    longest_wait: dict[str, tuple[float, float]] = field(default_factory=dict)
     # Off while the scheduler is being killed on purpose: its bounds start when it is on.
     liveness: bool = True
     _live_since: float = 0.0
@@ -1366,6 +1369,9 @@ class Checker:
             for uid, ways in now.items():
                 before = since.get(uid, {})
                 kept = since[uid] = {way: before.get(way, snap.taken_at) for way in ways}
+                waited = snap.taken_at - min(kept.values(), default=snap.taken_at)
+                if waited > self.longest_wait.get(what, (0.0, bound))[0]:
+                    self.longest_wait[what] = (waited, bound)
                 lasting = [way for way, start in kept.items() if snap.taken_at - start > bound]
                 if lasting:
                     detail = ways[lasting[0]]()

@@ -93,8 +93,16 @@ class Outcome:
         counts = {**self.checker.counts, **self.gangs.counts, **self.churn.counts}
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         bound = ", ".join(f"{k} {v}" for k, v in sorted(self.checker.bound_per_namespace.items()))
+        waits = (
+            "; ".join(
+                f"{what}: {waited:.1f} s (bound {limit:.0f} s)"
+                for what, (waited, limit) in sorted(self.checker.longest_wait.items())
+            )
+            or "none was placeable"
+        )
         lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
-                 f"  bound per namespace: {bound}"]  # fmt: skip
+                 f"  bound per namespace: {bound}",
+                 f"  longest wait of a pod Pending while {waits}"]  # fmt: skip
         kinds = Counter(KIND_OF.sub("…", line) for line in self.found)
         first: dict[str, str] = {}  # an example of each kind, the earliest found
         for line in self.found:

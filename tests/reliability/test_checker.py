@@ -354,6 +354,9 @@ def test_a_pod_is_due_once_one_node_has_had_room_for_it_at_every_look(
     expected = "pod free/p Pending 30s+ while some node could take it (n1 has cpu 1, pods 103)"
     assert found == ([expected] if reported else [])
     assert checker.placeable == ["pod free/p (n1 has cpu 1, pods 103)"]  # the last look
+    # The liveness figure: how long it waited with room on one node, beside the bound.
+    waited = checker.longest_wait.get("some node could take it", (0.0, 30.0))
+    assert waited == ((40.0, 30.0) if reported else (0.0, 30.0))
 
 
 def test_a_reclaim_counts_a_pod_pending_before_and_gone_after() -> None:

@@ -450,7 +450,14 @@ async def test_a_killed_berth_resumes_a_job_where_it_stood(story: Story, berth: 
         made = reservation["metadata"]["uid"]
     finally:
         berth.start()
-    status = await story.wait(name, "Succeeded")
+    try:
+        status = await story.wait(name, "Succeeded")
+    except AssertionError as err:
+        # What the restarted Berth said of this test's pods, for the reader of a failure.
+        said = [line for line in berth.log.read_text().splitlines() if story.namespace in line]
+        raise AssertionError(
+            f"{err}\nberth's log of {story.namespace}:\n" + "\n".join(said[-40:])
+        ) from err
     assert status["nodeName"] == idle
     # The reservation made before the kill is the one used: none was made twice.
     used = await story.reservation(name)

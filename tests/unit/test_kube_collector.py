@@ -18,12 +18,10 @@ from tests.unit.test_kube_watch import Response, listing, pod
 def unfrozen() -> Iterator[None]:
     gc.unfreeze()
     yield
-    if collector._freeze_survivors in gc.callbacks:
-        gc.callbacks.remove(collector._freeze_survivors)
     gc.unfreeze()
 
 
-def test_what_the_synced_view_holds_is_frozen_then_what_survives_each_full_collection(
+def test_what_the_synced_view_holds_is_frozen_once(
     monkeypatch: pytest.MonkeyPatch, unfrozen: None
 ) -> None:
     monkeypatch.setattr(collector, "_freezing", False)
@@ -33,13 +31,11 @@ def test_what_the_synced_view_holds_is_frozen_then_what_survives_each_full_colle
     collector.synced()
     frozen = gc.get_freeze_count()
     assert frozen > 0
-    collector.synced()
-    assert gc.callbacks.count(collector._freeze_survivors) == 1, "switched on once"
     held = [[i] for i in range(1000)]  # lists: tracked by the collector
-    gc.collect(1)
-    assert gc.get_freeze_count() == frozen, "a young collection freezes nothing"
+    collector.synced()
     gc.collect(2)
-    assert gc.get_freeze_count() >= frozen + len(held), "the survivors of a full one are"
+    assert gc.get_freeze_count() == frozen, "once: what is made later is not frozen"
+    assert len(held) == 1000
 
 
 async def test_a_list_leaves_the_collector_as_it_found_it(unfrozen: None) -> None:

@@ -244,9 +244,12 @@ def ignores_cordon(spec: Mapping[str, Any]) -> bool:
 
 
 def eligible(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """Everything but capacity: cordon, taints, selector and affinity."""
+    """Everything but capacity: the pinned node (a preemptor's reservation names the node
+    its victims leave), cordon, taints, selector and affinity."""
+    pinned = spec.get("nodeName")
     return (
-        (not (node.get("spec") or {}).get("unschedulable") or ignores_cordon(spec))
+        (not pinned or pinned == (node.get("metadata") or {}).get("name"))
+        and (not (node.get("spec") or {}).get("unschedulable") or ignores_cordon(spec))
         and not untolerated(spec, node)
         and selects(spec, node)
     )
@@ -1613,5 +1616,5 @@ def _has(node: str, free: Mapping[str, Decimal]) -> str:
 
 def _show(free: Mapping[str, Decimal]) -> str:
     return ", ".join(
-        f"{k} {v.normalize()}" for k, v in sorted(free.items()) if k in ("cpu", "pods")
+        f"{k} {v.normalize():f}" for k, v in sorted(free.items()) if k in ("cpu", "pods")
     )

@@ -124,21 +124,30 @@ class Outcome:
 KIND_OF = re.compile(r"\S+/\S+|\S*-(?:n|r|p)\d+\S*|\d+(?:\.\d+)?\S*")
 PENDING_POD = re.compile(r"^pod ([^/ ]+)/(\S+) Pending")
 AT_REST = re.compile(r"^at rest, Pending though placeable: pod ([^/ ]+)/([^\s(]+)")
+# A reservation is placed as its template's pod, recorded under the template's namespace:
+# "default" for every reservation these runs make (their templates name none).
+RESERVATION = re.compile(r"^(?:at rest, Pending though placeable: )?reservation ([^\s(]+)")
 RECORDS_DURING_LOAD = 20  # reports during the load given Berth's record and node view
 TAKER = re.compile(r"\((\S+) has ")  # the node a report says would take the pod
 
 
 async def berth_record(berth: BerthRun, line: str) -> str:
-    """For a report of a pod left Pending, what Berth's decision record says of it (its
-    debug endpoint on the health port): the message, the nodes' verdicts and the quota
-    arithmetic; and, when the report names a node that would take the pod, what Berth's
-    view counts on that node. Empty when the line is about something else or Berth cannot
-    answer."""
+    """For a report of a pod (or a reservation) left Pending, what Berth's decision record
+    says of it (its debug endpoint on the health port): the message, the nodes' verdicts
+    and the quota arithmetic; and, when the report names a node that would take the pod,
+    what Berth's view counts on that node. Empty when the line is about something else
+    or Berth cannot answer."""
     match = PENDING_POD.match(line) or AT_REST.match(line)
+    reservation = RESERVATION.match(line)
     health = _health(berth)
-    if match is None or health is None:
+    if match is not None:
+        namespace, name = match.groups()
+    elif reservation is not None:
+        namespace, name = "default", reservation.group(1)
+    else:
         return ""
-    namespace, name = match.groups()
+    if health is None:
+        return ""
     base = f"{health}/debug"
     record = await _debug(f"{base}/pods/{namespace}/{name}")
     if record is None:

@@ -611,6 +611,31 @@ def test_an_allocate_once_reservation_whose_owner_left_holds_nothing() -> None:
     assert found.startswith("node n1: 11 cpu used > 8 allocatable")
 
 
+def test_a_reservation_pinned_to_a_deleted_node_is_placeable_nowhere() -> None:
+    """A preemptor's reservation names the node its victims leave; that node deleted before
+    it was placed, no other node may take it, however empty (it stays Pending until its
+    ttl). Pinned to a node with room, it is due like any other."""
+    checker = Checker(SCHEDULER)
+    nodes = {"n1": node("n1")}
+
+    def pinned(to: str) -> dict[str, Any]:
+        template = {"schedulerName": SCHEDULER, "nodeName": to, "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}  # fmt: skip
+        return {
+            "metadata": {"name": f"r-{to}", "uid": f"uid-{to}"},
+            "spec": {"template": {"spec": template}, "preAllocation": True},
+            "status": {"phase": "Pending"},
+        }
+
+    found = []
+    for look in range(5):
+        reservations = [pinned("gone"), pinned("n1")]
+        found += checker.check(Snapshot(T0 + 10 * look, nodes, [], [], reservations))
+    assert found == [
+        "reservation r-n1 Pending 30s+ while some node could take it (n1 has cpu 8, pods 110)"
+    ]
+
+
 # -- gangs ----------------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from kubernetes_asyncio.client import (
@@ -91,6 +91,30 @@ def pod_body(
     if priority_class is not None:
         body["spec"]["priorityClassName"] = priority_class
     return body
+
+
+def numa_topology(node: str, available: Sequence[str]) -> dict[str, Any]:
+    """A NodeResourceTopology as a topology updater reports it: single-numa-node at
+    container scope, a zone of 4 cpu per ``available`` entry, with that much free."""
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": node},
+        "attributes": [
+            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
+            {"name": "topologyManagerScope", "value": "container"},
+        ],
+        "zones": [
+            {
+                "name": f"node-{i}",
+                "type": "Node",
+                "resources": [
+                    {"name": "cpu", "capacity": "4", "allocatable": "4", "available": cpu}
+                ],
+            }
+            for i, cpu in enumerate(available)
+        ],
+    }
 
 
 async def only_these_quotas(api: ApiClient, namespaces: set[str], within: float = 120.0) -> None:

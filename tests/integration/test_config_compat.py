@@ -23,7 +23,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.run import run_command
-from tests.integration.cluster import Nodes, Pods, pod_body
+from tests.integration.cluster import Nodes, Pods, numa_topology, pod_body
 from tests.integration.processes import process
 from tests.support import REPO, eventually
 
@@ -146,25 +146,7 @@ class Scenario:
     async def topology(self, node: str, zones: int) -> None:
         """A NodeResourceTopology of ``zones`` free zones of 4 cpu, single-numa-node."""
         group, version, plural = "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies"
-        body = {
-            "apiVersion": f"{group}/{version}",
-            "kind": "NodeResourceTopology",
-            "metadata": {"name": node},
-            "attributes": [
-                {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-                {"name": "topologyManagerScope", "value": "container"},
-            ],
-            "zones": [
-                {
-                    "name": f"node-{i}",
-                    "type": "Node",
-                    "resources": [
-                        {"name": "cpu", "capacity": "4", "allocatable": "4", "available": "4"}
-                    ],
-                }
-                for i in range(zones)
-            ],
-        }
+        body = numa_topology(node, ["4"] * zones)
         await self.created(group, version, plural, body)
         await asyncio.sleep(1.1)  # decisions strictly after the report's second
 

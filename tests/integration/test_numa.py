@@ -21,7 +21,14 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from berth.localcluster.kubectl import Kubectl
 from berth.numa.fingerprint import sign
 from berth.scheduler.service import Scheduler
-from tests.integration.cluster import Nodes, Pods, config_for, pod_body, running
+from tests.integration.cluster import (
+    Nodes,
+    Pods,
+    config_for,
+    numa_topology,
+    pod_body,
+    running,
+)
 from tests.support import eventually
 
 GROUP, VERSION, PLURAL = "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies"
@@ -63,22 +70,8 @@ class Numa:
             attributes.append({"name": "nodeTopologyPodsFingerprint", "value": value})
         if method is not None:
             attributes.append({"name": "nodeTopologyPodsFingerprintMethod", "value": method})
-        body: dict[str, Any] = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "NodeResourceTopology",
-            "metadata": {"name": self.node},
-            "attributes": attributes,
-            "zones": [
-                {
-                    "name": f"node-{i}",
-                    "type": "Node",
-                    "resources": [
-                        {"name": "cpu", "capacity": "4", "allocatable": "4", "available": cpu}
-                    ],
-                }
-                for i, cpu in enumerate(zones)
-            ],
-        }
+        body = numa_topology(self.node, zones)
+        body["attributes"] = attributes
         try:
             current = await self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, self.node)
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]

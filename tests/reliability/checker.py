@@ -30,16 +30,19 @@ Safety, every snapshot:
   lower priority within a namespace kind; another quota's pod only while that quota was
   over its min; quota and quota-less pods never preempt each other; a tree quota's pod
   only another tree quota's; never a pod running in a live reservation's capacity for a
-  pod that is not that reservation's owner.
+  pod that is not that reservation's owner;
+- NUMA (numa_invariants.py): on a node whose NodeResourceTopology says
+  ``single-numa-node``, the exclusive pods' requests never exceed its largest zone.
 
 Liveness, every snapshot:
 - a Pending pod that one node has surely had room for at every look over
   ``PLACEABLE_WITHIN`` (free capacity counted pessimistically: every held reservation in
   full, every nominated pod's request, terminating pods still there; quota max and the
-  sum of mins included) is bound by then. The same node throughout: room that appears
-  as a pod leaves and is taken by another pod before the next look (a pod of higher
-  priority, or one tried first) proves nothing about this one, and under a load that
-  keeps every node full such room is all there is;
+  sum of mins included; a Guaranteed pod only where one NUMA zone surely has room) is
+  bound by then. The same node throughout: room that appears as a pod leaves and is
+  taken by another pod before the next look (a pod of higher priority, or one tried
+  first) proves nothing about this one, and under a load that keeps every node full
+  such room is all there is;
 - a Pending pod whose quota is within its min, and that some node takes once other
   quotas' borrowed capacity is reclaimed, is bound within ``RECLAIM_WITHIN``;
 - a Pending pod of a tree quota surely within its runtime (so within its min), that some
@@ -70,6 +73,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
+from tests.reliability.numa_invariants import aligns
 from tests.reliability.objects import (
     TERMINAL,
     Amounts,
@@ -359,6 +363,7 @@ class Snapshot:
     # Reservations made for preemptors as a watch saw them (one may come and go between).
     disrupted: list[Obj] = field(default_factory=list)
     preemptor_reservations: list[Obj] = field(default_factory=list)
+    topologies: dict[str, Obj] = field(default_factory=dict)  # NodeResourceTopology by name
 
     def governing(self) -> dict[str, Obj]:
         """The flat quota of each namespace (the oldest, as the scheduler picks): a quota of
@@ -401,6 +406,11 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
             "scheduling.x-k8s.io", "v1alpha1", "podgroups", _preload_content=False
         )
     )
+    topologies = await items(
+        custom.list_cluster_custom_object(
+            "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", _preload_content=False
+        )
+    )
     preempted: list[Obj] = []
     for namespace in namespaces:
         preempted += await items(
@@ -408,7 +418,16 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
                 namespace, field_selector="reason=Preempted", _preload_content=False
             )
         )
-    return Snapshot(taken_at, nodes, pods, quotas, reservations, preempted, podgroups=podgroups)
+    return Snapshot(
+        taken_at,
+        nodes,
+        pods,
+        quotas,
+        reservations,
+        preempted,
+        podgroups=podgroups,
+        topologies={t["metadata"]["name"]: t for t in topologies},
+    )
 
 
 # -- the checker ----------------------------------------------------------------------------
@@ -1240,9 +1259,11 @@ class Checker:
         free: dict[str, Amounts] = {
             n: amounts(node["status"].get("allocatable")) for n, node in snap.nodes.items()
         }
+        on_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in live:
             if pod["spec"]["nodeName"] in free:
                 _add(free[pod["spec"]["nodeName"]], demand(pod["spec"]), -1)
+                on_node[pod["spec"]["nodeName"]].append(pod)
         for r in reservations.values():
             status = r.get("status") or {}
             if status.get("phase") in HOLDING and status.get("nodeName") in free:
@@ -1308,7 +1329,14 @@ class Checker:
                     continue
                 within_min = not _over(after, amounts(limits.get("min")))
             allows = _pod_rules_allow(pod, placements)
-            nodes = [n for n in free if eligible(pod["spec"], snap.nodes[n]) and allows(n)]
+            topologies = snap.topologies
+            nodes = [
+                n
+                for n in free
+                if eligible(pod["spec"], snap.nodes[n])
+                and allows(n)
+                and (n not in topologies or aligns(pod["spec"], topologies[n], on_node[n]))
+            ]
             sum_ok = quota is None or not _over(_plus(everyone, wanted), total_min)
             leaf = quota_of(pod, trees.tree)
             if leaf is not None:  # its quota chain surely admits it, or no flat rule does

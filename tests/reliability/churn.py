@@ -8,7 +8,9 @@ tolerate; gangs (scheduler-plugins' PodGroups and Koordinator's gang annotations
 what the other pods leave, deleted whole or a member at a time; a quota tree (a parent
 over two children, one with a borrowing limit, one with a lending limit) whose children
 take turns lending their min to each other and taking it back by reclaim; nodes tainted,
-cordoned and uncordoned, deleted and added."""
+cordoned and uncordoned, deleted and added; a quarter of the nodes with a NodeResourceTopology
+(two NUMA zones of 4 CPUs, single-numa-node) written once before the node, and some pods
+Guaranteed (whole CPUs, limits only) that must then fit one zone."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.integration.cluster import Nodes, PriorityClasses, pod_body
+from tests.integration.cluster import Nodes, PriorityClasses, numa_topology, pod_body
 
 SIZES = ("500m", "1", "2", "4")
 ZONES = ("a", "b", "c")
@@ -43,6 +45,12 @@ TREE = "quota.scheduling.koordinator.sh/"
 # How long each turn of the tree's children lasts: one lends while the other borrows,
 # then the lender's pods come back and reclaim (two turns), then they swap roles.
 TREE_TURN_SECONDS = 7.0
+NRT = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
+NUMA_LABEL = "berth.test/numa"  # on the nodes with a NodeResourceTopology
+# Tainted so that only the Guaranteed pods go there (those tolerate it and prefer them):
+# the zones, not the other pods, are what keeps them from piling up.
+NUMA_TAINT = {"key": NUMA_LABEL, "value": "", "effect": "NoSchedule"}
+GUARANTEED_CPUS = ("1", "2", "3")
 
 
 @dataclass
@@ -81,6 +89,7 @@ class Churn:
     tree_namespaces: list[str] = field(default_factory=list)
     _turns: int = -1
     _turn_ends: float = 0.0
+    topologies: set[str] = field(default_factory=set)  # the NodeResourceTopologies made
 
     def __post_init__(self) -> None:
         self.core = CoreV1Api(self.api)
@@ -176,12 +185,26 @@ class Churn:
         taints = [DEDICATED] if roll < 0.25 else [QUARANTINE] if roll < 0.35 else []
         if index % 7 == 3:
             taints = [RESERVED]
+        labels = {"berth.test/group": self.group, "berth.test/zone": ZONES[index % 3]}
+        if index % 4 == 1:
+            await self.create_topology(f"{self.nodes.prefix}-n{index}")
+            labels[NUMA_LABEL] = "yes"
+            taints = [NUMA_TAINT]
         await self.nodes.add(
             f"n{index}",
-            labels={"berth.test/group": self.group, "berth.test/zone": ZONES[index % 3]},
+            labels=labels,
             taints=taints,
             allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
         )
+
+    async def create_topology(self, node: str) -> None:
+        """The node's NUMA zones as a topology updater would report them before any pod
+        runs there, and never again: every exclusive pod placed there is pending for the
+        scheduler's ledger."""
+        body = numa_topology(node, ["4", "4"])
+        await self.custom.create_cluster_custom_object(*NRT, body)
+        self.topologies.add(node)
+        self.counts["numa nodes added"] += 1
 
     async def cordon(self, unschedulable: bool) -> None:
         """Cordon a schedulable node, or uncordon a cordoned one."""
@@ -202,6 +225,10 @@ class Churn:
         self.cordoned.discard(name)
         with contextlib.suppress(ApiException):
             await self.core.delete_node(name)
+        if name in self.topologies:
+            self.topologies.discard(name)
+            with contextlib.suppress(ApiException):
+                await self.custom.delete_cluster_custom_object(*NRT, name)
         self.counts["nodes deleted"] += 1
 
     def _pod(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -234,7 +261,7 @@ class Churn:
             ]
         if affinity:
             spec["affinity"] = affinity
-        return pod_body(
+        body = pod_body(
             name,
             self.scheduler,
             cpu=self.rng.choice(SIZES),
@@ -244,6 +271,21 @@ class Churn:
             terminationGracePeriodSeconds=0,
             **spec,
         )
+        if self.rng.random() < 0.15:
+            # Guaranteed (requests default to the limits), preferring the NUMA nodes as
+            # a workload that wants aligned CPUs would: they crowd there, and only the
+            # zones keep them from piling up.
+            limits = {"cpu": self.rng.choice(GUARANTEED_CPUS), "memory": "256Mi"}
+            body["spec"]["containers"][0]["resources"] = {"limits": limits}
+            tolerate = {"key": NUMA_TAINT["key"], "operator": "Exists"}
+            body["spec"]["tolerations"] = [*body["spec"].get("tolerations", []), tolerate]
+            numa = {"matchExpressions": [{"key": NUMA_LABEL, "operator": "Exists"}]}
+            node_affinity = body["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+            node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": 100, "preference": numa}
+            ]
+            self.counts["guaranteed pods created"] += 1
+        return body
 
     async def create_pod(self) -> None:
         namespace = self.rng.choice(
@@ -440,5 +482,8 @@ class Churn:
                 await self.custom.delete_cluster_custom_object(
                     "scheduling.koordinator.sh", "v1alpha1", "reservations", name
                 )
+        for name in self.topologies:
+            with contextlib.suppress(ApiException):
+                await self.custom.delete_cluster_custom_object(*NRT, name)
         await self.nodes.delete_all()
         await self.classes.delete_all()

@@ -30,6 +30,7 @@ from tests.integration.processes import BerthRun
 from tests.reliability.checker import Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
 from tests.reliability.gang_invariants import GangJudge
+from tests.reliability.numa_invariants import NumaJudge
 from tests.reliability.watches import Departures, NodeChanges, PreemptorReservations
 from tests.support import REPO, eventually
 
@@ -56,6 +57,7 @@ class Outcome:
     churn: Churn
     checker: Checker
     gangs: GangJudge
+    numa: NumaJudge
     found: list[str] = field(default_factory=list)
     kills: int = 0
     # Berth's own decision record for pods reported Pending: why it refused them, for the
@@ -81,7 +83,11 @@ class Outcome:
 
     def judge(self, snap: Snapshot) -> list[str]:
         """Every invariant judged on one look."""
-        found = self.checker.check(snap) + self.gangs.check(snap)
+        found = (
+            self.checker.check(snap)
+            + self.gangs.check(snap)
+            + self.numa.check(snap.topologies, snap.nodes, snap.pods)
+        )
         self.found.extend(found)
         return found
 
@@ -90,7 +96,12 @@ class Outcome:
         return self.checker.judging or self.gangs.judging
 
     def report(self, name: str) -> str:
-        counts = {**self.checker.counts, **self.gangs.counts, **self.churn.counts}
+        counts = {
+            **self.checker.counts,
+            **self.gangs.counts,
+            **self.numa.counts,
+            **self.churn.counts,
+        }
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         bound = ", ".join(f"{k} {v}" for k, v in sorted(self.checker.bound_per_namespace.items()))
         waits = (
@@ -250,13 +261,18 @@ def installed_config(scheduler: str) -> dict[str, Any]:
 
 
 def churn_config(scheduler: str) -> dict[str, Any]:
-    """The installed configuration with the Reservation plugin's reservePreemptedCapacity:
-    a reclaim holds what it frees in a Reservation of its preemptor before it evicts (the
-    quota tree's reclaim as docs/elasticquota.md runs it), which the checker judges."""
+    """The installed configuration with the Reservation plugin's reservePreemptedCapacity
+    (a reclaim holds what it frees in a Reservation of its preemptor before it evicts, the
+    quota tree's reclaim as docs/elasticquota.md runs it) and NodeResourceTopologyMatch's
+    pending ledger (the churn's NUMA reports are never refreshed: only the ledger keeps
+    the zones from being overcommitted), both of which the checker judges."""
     config = installed_config(scheduler)
-    config["profiles"][0].setdefault("pluginConfig", []).append(
-        {"name": "Reservation", "args": {"reservePreemptedCapacity": True}}
-    )
+    plugin_config = config["profiles"][0].setdefault("pluginConfig", [])
+    plugin_config[:] = [e for e in plugin_config if e["name"] != "NodeResourceTopologyMatch"]
+    plugin_config += [
+        {"name": "Reservation", "args": {"reservePreemptedCapacity": True}},
+        {"name": "NodeResourceTopologyMatch", "args": {"cacheResyncPeriodSeconds": 5}},
+    ]
     return config
 
 
@@ -316,6 +332,7 @@ async def churned(
         churn,
         Checker(scheduler),
         GangJudge(scheduler),
+        NumaJudge(scheduler),
         departures=departures,
         node_changes=node_changes,
         preemptor_reservations=made,

@@ -20,6 +20,7 @@ from tests.reliability.gang_invariants import (
     partly_placed_together,
     placements,
 )
+from tests.reliability.numa_invariants import NumaJudge
 
 SCHEDULER = "rl"
 
@@ -757,3 +758,67 @@ def test_a_pending_gang_member_is_not_due_as_a_single_pod() -> None:
     for at in (T0, T0 + 40):
         found += checker.check(Snapshot(at, {"n1": node("n1")}, [pending, alone], [], []))
     assert [line.split(" Pending")[0] for line in found] == ["pod q1/p"]
+
+
+# -- NUMA -----------------------------------------------------------------------------------
+
+
+def topology(name: str, *zones: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
+        "zones": [
+            {"name": f"z{i}", "resources": [{"name": "cpu", "available": cpu}]}
+            for i, cpu in enumerate(zones)
+        ],
+    }
+
+
+def guaranteed_on(name: str, node_name: str, cpu: str) -> dict[str, Any]:
+    pod = bound(name, node_name, T0)
+    pod["spec"]["containers"] = [
+        {"name": "c", "resources": {"limits": {"cpu": cpu, "memory": "1Gi"}}}
+    ]
+    return pod
+
+
+def test_exclusive_pods_past_the_largest_zone_are_reported_once_per_episode() -> None:
+    """Two zones of 4 CPUs: 3 + 1 exclusive CPUs fit the largest zone counted pending in
+    each; 3 + 2 do not. Pods sharing the pool (Burstable) are no one's concern here."""
+    judge = NumaJudge(SCHEDULER)
+    nodes = {"n1": node("n1")}
+    topologies = {"n1": topology("n1", "4", "4")}
+    shared = bound("shared", "n1", T0)  # 1 CPU requested, no limits
+    within = [guaranteed_on("a", "n1", "3"), guaranteed_on("b", "n1", "1"), shared]
+    assert judge.check(topologies, nodes, within) == []
+    over = [guaranteed_on("a", "n1", "3"), guaranteed_on("c", "n1", "2"), shared]
+    assert judge.check(topologies, nodes, over) == [
+        "node n1: cpu 5 on its exclusive pods > 4, its largest NUMA zone's (free/a, free/c)"
+    ]
+    assert judge.check(topologies, nodes, over) == []  # the same episode
+    assert judge.check(topologies, nodes, within) == []
+    assert len(judge.check(topologies, nodes, over)) == 1  # a new one
+    assert judge.counts["exclusive pods bound on numa nodes"] == 3
+    # A node that does not align, or is gone, is not judged.
+    loose = {"n1": {**topology("n1", "4", "4"), "attributes": []}}
+    assert NumaJudge(SCHEDULER).check(loose, nodes, over) == []
+    assert NumaJudge(SCHEDULER).check(topologies, {}, over) == []
+
+
+def test_a_guaranteed_pod_is_placeable_on_a_numa_node_only_where_a_zone_has_room() -> None:
+    """An 8-CPU node with 3 exclusive CPUs bound: a 2-CPU Guaranteed pod has room on the
+    node but in no zone once they count in each (4 - 3); a Burstable pod fits."""
+    checker = Checker(SCHEDULER)
+    nodes = {"n1": node("n1")}
+    nodes["n1"]["status"]["allocatable"]["memory"] = "32Gi"
+    held = guaranteed_on("a", "n1", "3")
+    exclusive_pod = waiting("g")
+    exclusive_pod["spec"]["containers"] = [
+        {"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}
+    ]
+    found = []
+    for look in range(5):
+        snap = Snapshot(T0 + 10 * look, nodes, [held, exclusive_pod, waiting("b")], [], [])
+        snap.topologies = {"n1": topology("n1", "4", "4")}
+        found += checker.check(snap)
+    assert [line.split(" Pending")[0] for line in found] == ["pod free/b"]

@@ -74,6 +74,13 @@ def evicting_before_reserving(config: dict[str, Any]) -> None:
             entry["args"]["reservePreemptedCapacity"] = False
 
 
+def numa_ledger_off(config: dict[str, Any]) -> None:
+    """NUMA zones read as reported, with no pod counted pending."""
+    for entry in config["profiles"][0]["pluginConfig"]:
+        if entry["name"] == "NodeResourceTopologyMatch":
+            entry["args"]["cacheResyncPeriodSeconds"] = 0
+
+
 MUTATIONS = {
     "taints ignored": Mutation(disable("TaintToleration"), "despite untolerated"),
     # A cordon reaches a scheduler twice: spec.unschedulable (NodeUnschedulable) and the
@@ -142,6 +149,11 @@ MUTATIONS = {
     "tree reclaim without a reservation": Mutation(
         evicting_before_reserving, r"^Pod \S+-t\d/\S+ was evicted to reclaim quota"
     ),
+    # NUMA: the churn's topologies are never reported again, so with the plugin off, or
+    # with its pending ledger off (each zone then looks as empty as when it was written),
+    # exclusive pods pile onto a NUMA node past its largest zone.
+    "numa ignored": Mutation(disable("NodeResourceTopologyMatch"), "largest NUMA zone"),
+    "numa pending ledger off": Mutation(numa_ledger_off, "largest NUMA zone"),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
     "no operators": Mutation(unchanged, "reservation", operators=False),
 }

@@ -3,7 +3,8 @@ installed profile, with reclaim reserving before it evicts), judged throughout b
 independent checker (checker.py): safety every second, liveness with stated bounds (a
 placeable pod is bound within 30 s, a pod within its quota's min, flat or in the quota
 tree, within 45 s by reclaim, reservation transitions within 30 s), and the at-rest checks
-after the load.
+after the load; the gangs' rules (gang_invariants.py) and the NUMA zones'
+(numa_invariants.py) beside them.
 
 The short variants run in the suite (alone: tox -e reliability-short); `--long`
 (tox -e reliability) runs 200+ nodes and thousands of pods. Each test prints its counts:
@@ -76,6 +77,11 @@ def tree_exercised(outcome: Outcome, *, reclaims: bool = True) -> None:
     assert not reclaims or counts["tree reclaims"] > 0, "no tree reclaim was judged"
 
 
+def numa_exercised(outcome: Outcome) -> None:
+    """A churn that bound no exclusive pod on a NUMA node judged its zones on nothing."""
+    assert outcome.numa.counts["exclusive pods bound on numa nodes"] > 0, "no NUMA pod bound"
+
+
 # The kills wait for each restart to sync, which on a loaded machine takes longer than the
 # suite's default timeout; the long variants take up to an hour either way.
 @pytest.mark.timeout(3600)
@@ -87,6 +93,7 @@ async def test_churn_keeps_every_invariant(
     assert outcome.churn.counts["pods created"] > 100
     admitted_everywhere(outcome, namespaces, gangs=3)
     tree_exercised(outcome)
+    numa_exercised(outcome)
     assert outcome.found == [], text
 
 
@@ -100,4 +107,5 @@ async def test_crashes_keep_every_invariant(
     # Killed every few seconds, the scheduler places a gang now and then only.
     admitted_everywhere(outcome, namespaces, gangs=1)
     tree_exercised(outcome, reclaims=False)
+    numa_exercised(outcome)
     assert outcome.found == [], text

@@ -91,7 +91,8 @@ def berth(
     directory = tmp_path_factory.mktemp("berth-migration")
     descheduling = directory / "descheduler-config.yaml"
     descheduling.write_text(yaml.safe_dump(descheduler_config()))
-    process = BerthRun.configured(kubeconfig_path, config, directory)
+    # Debug: its log then says each binding and each decision made again, for a failure.
+    process = BerthRun.configured(kubeconfig_path, config, directory, log_level="debug")
     process.command.append(f"--descheduler-config={descheduling}")
     process.start()
     try:
@@ -453,10 +454,21 @@ async def test_a_killed_berth_resumes_a_job_where_it_stood(story: Story, berth: 
     try:
         status = await story.wait(name, "Succeeded")
     except AssertionError as err:
-        # What the restarted Berth said of this test's pods, for the reader of a failure.
-        said = [line for line in berth.log.read_text().splitlines() if story.namespace in line]
+        # What the restarted Berth said of this test's pods and job, and where the pods
+        # stand, for the reader of a failure.
+        said = [
+            line
+            for line in berth.log.read_text().splitlines()
+            if story.namespace in line or name in line
+        ]
+        pods = [
+            f"{p.metadata.name} node={p.spec.node_name} phase={p.status.phase} "
+            f"allocated={(p.metadata.annotations or {}).get(ALLOCATED)}"
+            for p in await story.pods()
+        ]
         raise AssertionError(
-            f"{err}\nberth's log of {story.namespace}:\n" + "\n".join(said[-40:])
+            f"{err}\npods: {pods}\nreservation: {await story.reservation(name)}\n"
+            f"berth's log of {story.namespace}:\n" + "\n".join(said[-60:])
         ) from err
     assert status["nodeName"] == idle
     # The reservation made before the kill is the one used: none was made twice.

@@ -607,19 +607,58 @@ async def test_an_allocate_once_reservation_serves_one_pod_even_once_it_is_gone(
     assert not [c for c in loop.writer.calls if c[0] == "annotate" and c[1][0] == "web-2"]
 
 
-async def test_a_restarted_scheduler_sees_a_spent_allocate_once_reservation_in_its_status() -> None:
-    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+def recorded(owner: dict[str, str]) -> Json:
+    """An allocateOnce reservation of 2 CPUs on n1 whose status records ``owner``."""
     placed = reservation("r", "2", allocateOnce=True)
-    owner = {"namespace": "default", "name": "gone", "uid": "uid-gone"}
     placed["status"] = {
         "phase": "Available",
         "nodeName": "n1",
         "allocatable": {"cpu": "2"},
         "currentOwners": [owner],
     }
+    return placed
+
+
+async def test_a_restarted_scheduler_sees_a_spent_allocate_once_reservation_in_its_status() -> None:
+    loop = Loop(node("n1", cpu="4"), profile=RESERVATION_PROFILE)
+    placed = recorded({"namespace": "default", "name": "gone", "uid": "uid-gone"})
     loop.parts.events.on_custom("Reservation")("ADDED", placed)
     assert loop.parts.book.held["rsv-r"].used_up
     assert loop.parts.view.nodes.requested[0, 0] == 0
+
+
+async def test_a_pod_recorded_by_an_attempt_never_bound_comes_back_to_its_reservation() -> None:
+    """A scheduler stopped between recording the owner on an allocateOnce reservation and
+    the binding leaves the reservation naming a pod that still waits. Restarted, the
+    scheduler keeps its capacity for that pod and places it there; no other pod gets it.
+    Once the pod is bound elsewhere or gone, the reservation holds nothing (the operator
+    then ends it)."""
+    loop = Loop(node("n1", cpu="3"), profile=RESERVATION_PROFILE)
+    owner = {"namespace": "default", "name": "web-1", "uid": "uid-default-web-1"}
+    placed = recorded(owner)
+    loop.parts.events.on_custom("Reservation")("ADDED", placed)
+    assert loop.parts.view.nodes.requested[0, 0] == 0  # its pod not seen yet
+    # The 2 CPUs are the recorded pod's: another owner finds 1 left on the node.
+    loop.parts.events.on_pod("ADDED", web_pod("web-1", "2"))
+    assert loop.parts.view.nodes.requested[0, 0] == 2000
+    loop.parts.events.on_pod("ADDED", web_pod("web-2", "2"))
+    await loop.attempt()
+    await loop.attempt()
+    allocated = json.dumps({"name": "r", "uid": "rsv-r"})
+    writes = [c for c in loop.writer.calls if c[0] in ("reservation_status", "annotate", "bind")]
+    assert writes == [
+        ("reservation_status", ("r", {"currentOwners": [owner]})),
+        ("annotate", ("web-1", {ALLOCATED_ANNOTATION: allocated})),
+        ("bind", ("web-1", "n1")),
+    ]
+    # Bound elsewhere instead (another scheduler, say), it frees what was kept for it.
+    fresh = Loop(node("n1", cpu="3"), web_pod("web-1", "2"), profile=RESERVATION_PROFILE)
+    fresh.parts.events.on_custom("Reservation")("ADDED", placed)
+    assert fresh.parts.view.nodes.requested[0, 0] == 2000
+    elsewhere = web_pod("web-1", "2")
+    elsewhere["spec"]["nodeName"] = "n2"
+    fresh.parts.events.on_pod("MODIFIED", elsewhere)
+    assert fresh.parts.view.nodes.requested[0, 0] == 0
 
 
 async def test_a_reservation_goes_through_the_plugin_points_and_binds_as_its_status() -> None:

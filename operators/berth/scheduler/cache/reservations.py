@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from berth import log
+from berth.api.meta import ObjectReference
 from berth.api.reservation import Reservation, ReservationPhase
 from berth.gang.koordinator import member_keys
 from berth.podresources import Resources, resource_list
@@ -84,6 +85,8 @@ class Held:
     """allocateOnce and an owner was seen, even one gone since: it serves nobody else."""
     expiry: datetime | None = None
     """When it expires (``expires``, or creation plus ttl); None if never."""
+    awaiting: bool = False
+    """The pod it is ``promised`` to still waits for a node, as the view last showed it."""
 
     @property
     def uid(self) -> str:
@@ -96,16 +99,42 @@ class Held:
     @property
     def used_up(self) -> bool:
         """allocateOnce and an owner is in, was in, or is recorded in ``currentOwners``
-        (the scheduler records it before binding): nothing more to offer or hold."""
+        (the scheduler records it before binding): nothing more to offer anyone else."""
         status = self.reservation.status
         return self.reservation.spec.allocate_once and (
             bool(self.owners) or self.spent or bool(status and status.current_owners)
         )
 
+    @property
+    def promised(self) -> ObjectReference | None:
+        """The pod ``currentOwners`` records while no owner is in it or was seen: the
+        scheduler records it before the binding, and a scheduler stopped between the two
+        leaves it so. It is that pod's still, capacity held, until the pod is bound (into
+        it, or elsewhere: the operator then ends it) or gone."""
+        status = self.reservation.status
+        recorded = (status.current_owners if status else None) or []
+        if not self.reservation.spec.allocate_once or self.owners or self.spent:
+            return None
+        return recorded[0] if len(recorded) == 1 else None
+
+    def promised_to(self, pod: PodInfo) -> bool:
+        promised = self.promised
+        if promised is None:
+            return False
+        if promised.uid:
+            return promised.uid == pod.uid
+        return (promised.namespace, promised.name) == (pod.namespace, pod.name)
+
+    @property
+    def holding(self) -> bool:
+        """Whether it still holds capacity on its node (for its owners, or for the pod
+        promised it while that pod waits)."""
+        return not self.used_up or (self.awaiting and self.promised is not None)
+
     def remaining(self, without: Collection[str] = ()) -> Resources:
         """What it still holds; ``without`` names owners taken off in a preemption dry
         run, whose share is back in it meanwhile."""
-        if self.used_up:
+        if not self.holding:
             return {}
         left = dict(self.allocatable)
         for uid, requests in self.owners.items():
@@ -230,7 +259,8 @@ class ReservationBook:
     # -- owners --------------------------------------------------------------------------
 
     def on_pod(self, kind: str, pod: PodInfo) -> None:
-        """Owners come and go with the annotated pods of the watch."""
+        """Owners come and go with the annotated pods of the watch; a reservation promised
+        to a pod holds its capacity while that pod waits."""
         found = owner_pod(pod.raw) if kind != "DELETED" else None
         if kind == "DELETED":  # placed by us and gone before the watch showed it annotated
             for assumed in self.assumed.values():
@@ -244,6 +274,8 @@ class ReservationBook:
                 held.spent = held.spent or kind == "DELETED" or found is not None
                 del held.owners[pod.uid]
                 self._recount(held)
+            elif held.promised is not None and held.promised_to(pod):
+                self._recount(held)  # the pod it is promised to came, was bound, or went
         if found is None or not found[1].holding:
             return
         name, owner = found
@@ -281,8 +313,9 @@ class ReservationBook:
 
     def _count(self, held: Held) -> None:
         row = self.view.nodes.index.get(held.node)
+        held.awaiting = self._awaits(held)
         remaining = held.remaining()
-        if row is None or held.used_up:
+        if row is None or not held.holding:
             held.counted = None
             return
         counted = dataclasses.replace(
@@ -308,6 +341,25 @@ class ReservationBook:
     def _recount(self, held: Held) -> None:
         self._uncount(held)
         self._count(held)
+
+    def _awaits(self, held: Held) -> bool:
+        """Whether the pod the reservation is promised to is in the view, waiting for a
+        node (bound elsewhere, finished or gone, it will never use the reservation)."""
+        promised = held.promised
+        if promised is None:
+            return False
+        if promised.uid:
+            pod = self.view.pods.get(promised.uid)
+        else:
+            pod = next(
+                (
+                    p
+                    for p in self.view.pods.values()
+                    if (p.namespace, p.name) == (promised.namespace, promised.name)
+                ),
+                None,
+            )
+        return pod is not None and not pod.node_name and not pod.terminal and not pod.deleting
 
     def on_node_added(self, node: str) -> None:
         for held in self.held.values():

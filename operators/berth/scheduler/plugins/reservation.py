@@ -25,7 +25,7 @@ restarted scheduler.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -152,7 +152,7 @@ def held_back(
         return f"phase {phase}"
     if (expiry := expired_at(held, now)) is not None:
         return f"expired at {format_time(expiry)}, not marked Failed yet"
-    if held.used_up:
+    if held.used_up and not held.promised_to(pod):
         return "allocateOnce and already allocated"
     if not is_owner(reservation, facts(pod)):
         return "not an owner"
@@ -457,7 +457,7 @@ class Reservation(Plugin):
                 owner = {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
                 version = (chosen.raw.get("metadata") or {}).get("resourceVersion")
                 await writer.reservation_status(
-                    chosen.name, {"currentOwners": [owner]}, version, still=unclaimed
+                    chosen.name, {"currentOwners": [owner]}, version, still=claimable_by(owner)
                 )
             if chosen is not None and (
                 chosen.uid not in self.book.held
@@ -676,3 +676,16 @@ def unclaimed(reservation: dict[str, Any]) -> bool:
     none (a version the book had not seen yet, changed only by the operator's writes)."""
     status = reservation.get("status") or {}
     return status.get("phase") in {str(p) for p in HOLDING} and not status.get("currentOwners")
+
+
+def claimable_by(owner: dict[str, str]) -> Callable[[dict[str, Any]], bool]:
+    """``unclaimed``, or claimed by this very pod already (recorded by an attempt whose
+    binding never happened)."""
+
+    def still(reservation: dict[str, Any]) -> bool:
+        status = reservation.get("status") or {}
+        recorded = status.get("currentOwners") or []
+        mine = len(recorded) == 1 and recorded[0].get("uid") == owner["uid"]
+        return unclaimed(reservation) or (mine and status.get("phase") in {str(p) for p in HOLDING})
+
+    return still

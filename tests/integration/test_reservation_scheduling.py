@@ -274,6 +274,33 @@ async def test_allocate_once_ends_the_reservation_and_frees_the_rest(
     await story.pods.wait_bound("early")
 
 
+async def test_a_pod_recorded_as_owner_before_a_kill_is_placed_into_its_reservation(
+    story: Story, berth: BerthRun
+) -> None:
+    """Placing an owner into an allocateOnce reservation, the scheduler records it in
+    ``status.currentOwners`` first, then annotates and binds it. Killed between the two,
+    it finds on restart a reservation promised to a pod still Pending: that pod goes into
+    it (not elsewhere, with nothing to say it was the reservation's), and the reservation
+    ends Succeeded."""
+    await story.node("a")
+    await story.node("b")
+    name = await story.reserve("once", "3")
+    placed = await story.wait_phase(name, "Available")
+    berth.kill()
+    await story.pods.create(story.owner("owner", "1"))
+    pod = await story.pods.get("owner")
+    owner = {"namespace": story.namespace, "name": "owner", "uid": pod.metadata.uid}
+    await story.custom.patch_cluster_custom_object_status(
+        GROUP, VERSION, PLURAL, name, {"status": {"currentOwners": [owner]}},
+        _content_type=MERGE,
+    )  # fmt: skip
+    berth.start()
+    node = await story.pods.wait_bound("owner", within=60)
+    assert node == placed["status"]["nodeName"]
+    assert await story.allocated_to("owner") == name
+    await story.wait_phase(name, "Succeeded")
+
+
 async def test_restricted_vs_aligned(story: Story, berth: BerthRun) -> None:
     await story.node("a")
     restricted = await story.reserve(

@@ -71,7 +71,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import (
+    ApiClient,
+    AppsV1Api,
+    CoreV1Api,
+    CustomObjectsApi,
+    PolicyV1Api,
+)
 
 from tests.reliability.numa_invariants import aligns
 from tests.reliability.objects import (
@@ -84,6 +90,7 @@ from tests.reliability.objects import (
     _plus,
     amounts,
     demand,
+    duration_seconds,
     epoch,
     holds,
     key,
@@ -323,21 +330,9 @@ def expiry(reservation: Mapping[str, Any]) -> float | None:
     ttl = spec.get("ttl")
     if not ttl:
         return None
-    seconds = _seconds(str(ttl))
+    seconds = duration_seconds(str(ttl))
     created = epoch(reservation["metadata"].get("creationTimestamp"))
     return None if not seconds or created is None else created + seconds
-
-
-def _seconds(text: str) -> float:
-    total, number = 0.0, ""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    for char in text:
-        if char.isdigit() or char == ".":
-            number += char
-        elif char in units and number:
-            total += float(number) * units[char]
-            number = ""
-    return total
 
 
 # -- the snapshot ---------------------------------------------------------------------------
@@ -364,6 +359,13 @@ class Snapshot:
     disrupted: list[Obj] = field(default_factory=list)
     preemptor_reservations: list[Obj] = field(default_factory=list)
     topologies: dict[str, Obj] = field(default_factory=dict)  # NodeResourceTopology by name
+    # For the migration judge (migration_invariants.py): the PodMigrationJobs of the pods of
+    # the looked-at namespaces, and those namespaces' ReplicaSets and PodDisruptionBudgets;
+    # a moment after the pods were read and before the reservations were.
+    jobs: list[Obj] = field(default_factory=list)
+    controllers: list[Obj] = field(default_factory=list)
+    budgets: list[Obj] = field(default_factory=list)
+    listed_at: float = 0.0
 
     def governing(self) -> dict[str, Obj]:
         """The flat quota of each namespace (the oldest, as the scheduler picks): a quota of
@@ -391,6 +393,7 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
     taken_at = time.time()
     nodes = {n["metadata"]["name"]: n for n in await items(core.list_node(_preload_content=False))}
     pods = await items(core.list_pod_for_all_namespaces(_preload_content=False))
+    listed_at = time.time()
     quotas = await items(
         custom.list_cluster_custom_object(
             "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", _preload_content=False
@@ -411,6 +414,29 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
             "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", _preload_content=False
         )
     )
+    looked = set(namespaces)
+    jobs = [
+        j
+        for j in await items(
+            custom.list_cluster_custom_object(
+                "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", _preload_content=False
+            )
+        )
+        if ((j.get("spec") or {}).get("podRef") or {}).get("namespace") in looked
+    ]
+    apps = AppsV1Api(api)
+    controllers = [
+        {**c, "kind": "ReplicaSet"}
+        for c in await items(apps.list_replica_set_for_all_namespaces(_preload_content=False))
+        if c["metadata"]["namespace"] in looked
+    ]
+    budgets = [
+        b
+        for b in await items(
+            PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces(_preload_content=False)
+        )
+        if b["metadata"]["namespace"] in looked
+    ]
     preempted: list[Obj] = []
     for namespace in namespaces:
         preempted += await items(
@@ -427,6 +453,10 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
         preempted,
         podgroups=podgroups,
         topologies={t["metadata"]["name"]: t for t in topologies},
+        jobs=jobs,
+        controllers=controllers,
+        budgets=budgets,
+        listed_at=listed_at,
     )
 
 

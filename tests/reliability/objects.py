@@ -64,6 +64,19 @@ def epoch(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def duration_seconds(text: str) -> float:
+    """A duration as the API writes one (``90s``, ``5m``, ``1h30m``), in seconds."""
+    total, number = 0.0, ""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    for char in text:
+        if char.isdigit() or char == ".":
+            number += char
+        elif char in units and number:
+            total += float(number) * units[char]
+            number = ""
+    return total
+
+
 def key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta["name"]

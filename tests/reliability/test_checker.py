@@ -637,6 +637,110 @@ def test_a_reservation_pinned_to_a_deleted_node_is_placeable_nowhere() -> None:
     ]
 
 
+# -- migrations -----------------------------------------------------------------------------
+
+WEB = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "uid-web"}
+
+
+def of_web(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["ownerReferences"] = [{**WEB, "controller": True}]
+    return pod
+
+
+def migration_reservation(phase: str = "Pending", *, closed: bool = True) -> dict[str, Any]:
+    """As a ReservationFirst job makes it for a pod of ``web`` on n1: the pod's spec, kept
+    off n1, owned by the pod's controller, closed to it until the job evicts."""
+    off_source = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
+    template = {
+        "schedulerName": SCHEDULER,
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [off_source]}}},
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+    }  # fmt: skip
+    return {
+        "metadata": {"name": "m1", "uid": "uid-m1", "creationTimestamp": stamp(T0)},
+        "spec": {
+            "template": {"spec": template},
+            "owners": [{"controller": {**WEB, "controller": True, "namespace": "free"}}],
+            "allocateOnce": True,
+            "unschedulable": closed,
+        },
+        "status": {"phase": phase, **({"nodeName": "n2"} if phase != "Pending" else {})},
+    }
+
+
+def test_a_migration_reservation_is_due_on_a_node_other_than_its_pods() -> None:
+    """Scheduled like a pod with the job's affinity: room on the pod's own node alone does
+    not make it due; room on another node does."""
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    pod = of_web(bound("web-a", "n1", T0))
+    n2_pods = [bound(f"p{i}", "n2", T0) for i in range(8)]
+
+    def looks(pods: list[dict[str, Any]]) -> list[str]:
+        checker = Checker(SCHEDULER)
+        return [
+            line
+            for look in range(5)
+            for line in checker.check(
+                Snapshot(T0 + 10 * look, nodes, pods, [], [migration_reservation()])
+            )
+        ]
+
+    assert looks([pod, *n2_pods]) == []  # n1 has 7 CPUs free, n2 none
+    assert looks([pod, *n2_pods[:7]]) == [
+        "reservation m1 Pending 30s+ while some node could take it (n2 has cpu 1, pods 103)"
+    ]
+
+
+def test_a_migration_moves_its_pod_into_its_reservation_as_the_rules_allow() -> None:
+    """Evicted through the Eviction API (no Preempted event, no reclaim's mark), its pod's
+    replacement waits while the reservation is closed and is due in it once opened; placed
+    there it is an owner (through its controller) on the reservation's node. A pod of
+    another controller placed there is not."""
+    checker = Checker(SCHEDULER)
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    full = [bound(f"p{i}", "n1", T0) for i in range(7)] + [
+        bound(f"q{i}", "n2", T0) for i in range(7)
+    ]
+    source = of_web(bound("web-a", "n1", T0))
+    going = of_web(bound("web-a", "n1", T0))
+    going["metadata"]["deletionTimestamp"] = stamp(T0 + 40)
+    by_eviction_api = {"reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}
+    going["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", **by_eviction_api}
+    )
+    replacement = of_web(waiting("web-b"))
+    found = checker.check(
+        Snapshot(T0, nodes, [*full, source], [], [migration_reservation("Available")])
+    )
+    # Closed: no room for the replacement anywhere, for longer than any bound.
+    for look in range(1, 5):
+        closed = [migration_reservation("Available")]
+        pods = [*full, going, replacement]
+        found += checker.check(Snapshot(T0 + 10 * look, nodes, pods, [], closed, disrupted=[going]))
+    assert found == []
+    opened = migration_reservation("Available", closed=False)
+    n1_full = [*full, bound("p7", "n1", T0 + 45)]  # what the evicted pod left is taken
+    for look in range(5, 10):
+        found += checker.check(
+            Snapshot(T0 + 10 * look, nodes, [*n1_full, replacement], [], [opened])
+        )
+    assert found == ["pod free/web-b Pending 30s+ while some node could take it "
+                     "(its reservation m1 on n2 has room)"]  # fmt: skip
+    in_it = {"scheduling.koordinator.sh/reservation-allocated": '{"name": "m1"}'}
+    moved = of_web(bound("web-b", "n2", T0 + 95))
+    moved["metadata"]["annotations"] = in_it
+    stranger = bound("other", "n2", T0 + 95)
+    stranger["metadata"]["annotations"] = in_it
+    assert checker.check(Snapshot(T0 + 96, nodes, [*n1_full, moved], [], [opened])) == []
+    assert checker.counts["evictions judged"] == checker.counts["evictions unjudged"] == 0
+    fresh = Checker(SCHEDULER)
+    fresh.liveness = False
+    assert fresh.check(Snapshot(T0 + 97, nodes, [*n1_full, stranger], [], [opened])) == [
+        "pod free/other allocated from reservation m1 but is not its owner"
+    ]
+
+
 # -- gangs ----------------------------------------------------------------------------------
 
 

@@ -16,6 +16,8 @@ the checker beside it, it shares no code with Berth: it re-derives each rule its
   pods) than Koordinator's default ``maxUnavailablePerWorkload`` allows (10% over ten
   replicas, 2 for four to ten, 1 below; a percentage rounded up, at least 1), nor than a
   PodDisruptionBudget selecting its pods allows.
+- **Every job ends**: a job is Succeeded, Failed or Aborted by its ttl (``spec.ttl``, 5m
+  unset, from its creation) plus a grace; at rest, every job has ended.
 
 :class:`MigrationHistory` folds each sample in (pure: no I/O) and returns what it finds.
 """
@@ -23,10 +25,13 @@ the checker beside it, it shares no code with Berth: it re-derives each rule its
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from tests.reliability.objects import duration_seconds
 
 Json = Mapping[str, Any]
 PLACED = {"Available", "Succeeded"}
@@ -34,6 +39,8 @@ PLACED = {"Available", "Succeeded"}
 TERMINAL_JOB = {"Succeeded", "Failed", "Aborted"}
 RESOLUTION = 1.0
 """Seconds: API timestamps are truncated to the second."""
+DEFAULT_TTL = "5m"
+"""A job's ttl when its spec sets none (Koordinator's)."""
 
 
 def epoch(text: str | None) -> float | None:
@@ -180,6 +187,17 @@ class MigrationHistory:
     worst_unavailable: dict[str, int] = field(default_factory=dict)
     """By workload (namespace/name): the most unavailable pods seen during migrations."""
 
+    def counts(self) -> Counter[str]:
+        """Jobs by their last phase, and the evictions judged for reserve first."""
+        out: Counter[str] = Counter()
+        for trace in self.jobs.values():
+            phase = (trace.job.get("status") or {}).get("phase") or "Pending"
+            out[f"migrations {phase.lower()}"] += 1
+            pod = self.pods.get(trace.pod_uid or "")
+            if trace.evicting and evicted_by_at_latest(pod, trace.evict_complete_at) is not None:
+                out["migration evictions judged"] += 1
+        return out
+
     def observe(self, sample: Sample) -> list[str]:
         """Fold one sample in; the violations it reveals (also kept in ``found``)."""
         self.samples += 1
@@ -308,6 +326,35 @@ class MigrationHistory:
                     f"migrations, over its {why} ({limit})"
                 )
         return out
+
+
+def overdue(jobs: Iterable[Json], now: float, since: float, grace: float) -> dict[str, str]:
+    """Jobs not yet ended ``grace`` seconds past their ttl, or past ``since`` if that is
+    later (the moment the operator that ends them surely ran), by name."""
+    out = {}
+    for job in jobs:
+        phase = (job.get("status") or {}).get("phase") or "Pending"
+        created = epoch(_meta(job).get("creationTimestamp"))
+        if phase in TERMINAL_JOB or created is None:
+            continue
+        ttl = duration_seconds(str((job.get("spec") or {}).get("ttl") or DEFAULT_TTL))
+        if now > max(created + ttl, since) + grace:
+            name = str(_meta(job).get("name"))
+            out[name] = (
+                f"migration {name}: still {phase} {now - created - ttl:.0f}s past its ttl "
+                f"{ttl:.0f}s"
+            )
+    return out
+
+
+def unfinished(jobs: Iterable[Json]) -> list[str]:
+    """At rest: the jobs that have not ended."""
+    return [
+        f"at rest, migration {_meta(j).get('name')} not ended: "
+        f"{(j.get('status') or {}).get('phase') or 'Pending'}"
+        for j in jobs
+        if (j.get("status") or {}).get("phase") not in TERMINAL_JOB
+    ]
 
 
 def _clock(seconds: float) -> str:

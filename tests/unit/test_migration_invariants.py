@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.migration_invariants import MigrationHistory, Sample, max_unavailable
+from tests.reliability.migration_invariants import (
+    MigrationHistory,
+    Sample,
+    max_unavailable,
+    overdue,
+    unfinished,
+)
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
@@ -236,3 +242,60 @@ def test_unavailable_pods_without_a_running_migration_are_not_judged() -> None:
 )
 def test_koordinators_default_max_unavailable(replicas: int, expected: int) -> None:
     assert max_unavailable(replicas) == expected
+
+
+# --- every job ends -------------------------------------------------------------------
+
+
+def aged(phase: str | None, ttl: str | None = "60s") -> Json:
+    made = job(phase=phase or "")
+    made["metadata"]["creationTimestamp"] = at(0)
+    if ttl is not None:
+        made["spec"]["ttl"] = ttl
+    if phase is None:
+        del made["status"]["phase"]
+    return made
+
+
+def test_a_job_not_ended_past_its_ttl_and_the_grace_is_found() -> None:
+    running = aged("Running")
+    assert overdue([running], T0 + 90, T0, grace=30) == {}
+    assert overdue([running], T0 + 91, T0, grace=30) == {
+        "job": "migration job: still Running 31s past its ttl 60s"
+    }
+    # Unset, the ttl is Koordinator's 5 minutes; a job not yet arbitrated is Pending.
+    assert overdue([aged(None, ttl=None)], T0 + 331, T0, grace=30) == {
+        "job": "migration job: still Pending 31s past its ttl 300s"
+    }
+
+
+def test_ended_jobs_are_never_overdue_and_the_bound_starts_when_the_operator_runs() -> None:
+    ended = [aged(phase) for phase in ("Succeeded", "Failed", "Aborted")]
+    assert overdue(ended, T0 + 1000, T0, grace=30) == {}
+    # The operator was down until +200 (killed on purpose): due 30 s after that.
+    assert overdue([aged("Running")], T0 + 230, T0 + 200, grace=30) == {}
+    assert list(overdue([aged("Running")], T0 + 231, T0 + 200, grace=30)) == ["job"]
+
+
+def test_at_rest_every_job_has_ended() -> None:
+    jobs = [aged("Succeeded"), aged("Failed"), aged("Running"), aged(None)]
+    jobs[3]["metadata"]["name"] = "other"
+    assert unfinished(jobs) == [
+        "at rest, migration job not ended: Running",
+        "at rest, migration other not ended: Pending",
+    ]
+
+
+def test_counts_say_how_jobs_ended_and_which_evictions_were_judged() -> None:
+    history = MigrationHistory()
+    moved = job(phase="Succeeded", eviction="EvictComplete", eviction_at=3)
+    history.observe(sample(0, [job()], [reservation()], [pod("web-a")]))
+    history.observe(sample(2, [job()], [reservation(scheduled_at=1)], [pod("web-a")]))
+    history.observe(sample(4, [moved], [reservation(scheduled_at=1)], []))
+    timed_out = job("late", "web-b", phase="Failed")
+    history.observe(sample(5, [moved, timed_out], [reservation(scheduled_at=1)], [pod("web-b")]))
+    assert history.counts() == {
+        "migrations succeeded": 1,
+        "migrations failed": 1,
+        "migration evictions judged": 1,
+    }

@@ -10,7 +10,9 @@ over two children, one with a borrowing limit, one with a lending limit) whose c
 take turns lending their min to each other and taking it back by reclaim; nodes tainted,
 cordoned and uncordoned, deleted and added; a quarter of the nodes with a NodeResourceTopology
 (two NUMA zones of 4 CPUs, single-numa-node) written once before the node, and some pods
-Guaranteed (whole CPUs, limits only) that must then fit one zone."""
+Guaranteed (whole CPUs, limits only) that must then fit one zone; two ReplicaSets (one
+with a PodDisruptionBudget) on steady nodes the churn never deletes, whose pods
+PodMigrationJobs move every few seconds."""
 
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import (
+    ApiClient,
+    AppsV1Api,
+    CoreV1Api,
+    CustomObjectsApi,
+    PolicyV1Api,
+)
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.integration.cluster import Nodes, PriorityClasses, numa_topology, pod_body
@@ -51,6 +59,19 @@ NUMA_LABEL = "berth.test/numa"  # on the nodes with a NodeResourceTopology
 # the zones, not the other pods, are what keeps them from piling up.
 NUMA_TAINT = {"key": NUMA_LABEL, "value": "", "effect": "NoSchedule"}
 GUARANTEED_CPUS = ("1", "2", "3")
+# Nodes the churn never deletes nor taints, the only ones the ReplicaSets' pods (and so
+# their migrations' reservations) go to: nothing but a migration takes those pods down (a
+# deleted node would, and their priority keeps others from preempting them), which is
+# what the migration judge's maxUnavailable rule is about.
+STEADY_LABEL = "berth.test/steady"
+# The ReplicaSets (name, replicas) and the PodDisruptionBudget (name, minAvailable).
+WORKLOADS = (("web", 5), ("api", 4))
+BUDGET = ("api", 3)
+MIGRATING = {"berth.test/migrating": "yes"}  # on the ReplicaSets' pods
+PMJ = ("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs")
+# A job still waiting (for arbitration, its reservation, its eviction) fails with Timeout
+# after this: at rest every job has ended.
+JOB_TTL_SECONDS = 60
 
 
 @dataclass
@@ -90,6 +111,9 @@ class Churn:
     _turns: int = -1
     _turn_ends: float = 0.0
     topologies: set[str] = field(default_factory=set)  # the NodeResourceTopologies made
+    steady: set[str] = field(default_factory=set)  # nodes never deleted
+    jobs: list[str] = field(default_factory=list)  # the PodMigrationJobs made
+    migrated: set[str] = field(default_factory=set)  # pods a job was made for, by uid
 
     def __post_init__(self) -> None:
         self.core = CoreV1Api(self.api)
@@ -117,6 +141,49 @@ class Churn:
             )
         if self.tree_namespaces:
             await self.create_tree(scale)
+        await self.create_workloads()
+
+    async def create_workloads(self) -> None:
+        """The ReplicaSets the migrations move pods of, in the quota-less namespace, at the
+        highest priority, and a PodDisruptionBudget on one of them."""
+        apps = AppsV1Api(self.api)
+        for name, replicas in WORKLOADS:
+            labels = {"app": f"{self.group}-{name}", **MIGRATING}
+            template = pod_body(
+                "",
+                self.scheduler,
+                cpu="500m",
+                memory="128Mi",
+                labels=labels,
+                priority_class=self.priorities[-1],
+                nodeSelector={"berth.test/group": self.group, STEADY_LABEL: "yes"},
+                terminationGracePeriodSeconds=1,
+            )
+            del template["metadata"]["name"]
+            body = {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": name},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": labels},
+                    "template": {"metadata": template["metadata"], "spec": template["spec"]},
+                },
+            }
+            await apps.create_namespaced_replica_set(self.free_namespace, body)
+        name, least = BUDGET
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {
+                "minAvailable": least,
+                "selector": {"matchLabels": {"app": f"{self.group}-{name}"}},
+            },
+        }
+        await PolicyV1Api(self.api).create_namespaced_pod_disruption_budget(
+            self.free_namespace, budget
+        )
 
     async def create_tree(self, scale: int) -> None:
         """A department of min and max 16 CPUs (its children's mins add up to its min, and
@@ -190,12 +257,17 @@ class Churn:
             await self.create_topology(f"{self.nodes.prefix}-n{index}")
             labels[NUMA_LABEL] = "yes"
             taints = [NUMA_TAINT]
-        await self.nodes.add(
+        elif index % 5 == 2 and index % 7 != 3:
+            labels[STEADY_LABEL] = "yes"
+            taints = []
+        name = await self.nodes.add(
             f"n{index}",
             labels=labels,
             taints=taints,
             allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
         )
+        if STEADY_LABEL in labels:
+            self.steady.add(name)
 
     async def create_topology(self, node: str) -> None:
         """The node's NUMA zones as a topology updater would report them before any pod
@@ -218,9 +290,10 @@ class Churn:
             (self.cordoned.add if unschedulable else self.cordoned.discard)(name)
 
     async def delete_node(self) -> None:
-        if len(self.nodes.names) <= 2 or not self.node_deletions:
+        candidates = [n for n in self.nodes.names if n not in self.steady]
+        if len(candidates) <= 2 or not self.node_deletions:
             return
-        name = self.rng.choice(self.nodes.names)
+        name = self.rng.choice(candidates)
         self.nodes.names.remove(name)
         self.cordoned.discard(name)
         with contextlib.suppress(ApiException):
@@ -441,6 +514,40 @@ class Churn:
         )
         self.reservations.append(name)
 
+    async def create_migration(self) -> None:
+        """A PodMigrationJob (ReservationFirst, the default) for a running pod of the
+        ReplicaSets no job was made for yet."""
+        selector = ",".join(f"{k}={v}" for k, v in MIGRATING.items())
+        listed = await self.core.list_namespaced_pod(
+            self.free_namespace, label_selector=selector, _preload_content=False
+        )
+        pods = json.loads(await listed.read()).get("items") or []
+        listed.release()
+        running = [
+            p
+            for p in pods
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+            and p["metadata"]["uid"] not in self.migrated
+        ]
+        if not running:
+            return
+        pod = self.rng.choice(running)
+        self.counts["migration jobs created"] += 1
+        name = f"{self.group}-m{self.counts['migration jobs created']}"
+        body = {
+            "apiVersion": f"{PMJ[0]}/{PMJ[1]}",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": name},
+            "spec": {
+                "podRef": {"namespace": self.free_namespace, "name": pod["metadata"]["name"]},
+                "ttl": f"{JOB_TTL_SECONDS}s",
+            },
+        }
+        await self.custom.create_cluster_custom_object(*PMJ, body)
+        self.jobs.append(name)
+        self.migrated.add(pod["metadata"]["uid"])
+
     async def step(self) -> None:
         await self.tree_turn()
         gangs = self.rng.random()
@@ -449,6 +556,9 @@ class Churn:
             return
         if gangs < 0.06:
             await self.delete_gang()
+            return
+        if gangs < 0.075:  # one every 3 s or so at 25 steps a second
+            await self.create_migration()
             return
         roll = self.rng.random()
         if roll < 0.55 and self.max_pods is not None and len(self.pods) >= self.max_pods:
@@ -477,6 +587,10 @@ class Churn:
             await asyncio.sleep(self.rng.expovariate(per_second))
 
     async def close(self) -> None:
+        # A job's reservation goes with it (the job owns it).
+        for name in self.jobs:
+            with contextlib.suppress(ApiException):
+                await self.custom.delete_cluster_custom_object(*PMJ, name)
         for name in self.reservations:
             with contextlib.suppress(ApiException):
                 await self.custom.delete_cluster_custom_object(

@@ -27,9 +27,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
-from tests.reliability.checker import Checker, Snapshot, snapshot
+from tests.reliability.checker import TRANSITION_WITHIN, Checker, Snapshot, snapshot
 from tests.reliability.churn import Churn
 from tests.reliability.gang_invariants import GangJudge
+from tests.reliability.migration_invariants import MigrationHistory, Sample, overdue, unfinished
 from tests.reliability.numa_invariants import NumaJudge
 from tests.reliability.watches import Departures, NodeChanges, PreemptorReservations
 from tests.support import REPO, eventually
@@ -68,6 +69,11 @@ class Outcome:
     preemptor_reservations: PreemptorReservations | None = None  # while the churn runs
     # Berth's own figures at the end of the load (its metrics), for the reader of a report.
     berth_figures: str = ""
+    migrations: MigrationHistory = field(default_factory=MigrationHistory)
+    # Since when the scheduler has been left running (0: it is being killed), and the jobs
+    # reported as not ended by their ttl (each once).
+    live_since: float = 0.0
+    overdue: set[str] = field(default_factory=set)
 
     async def look(self, api: ApiClient, namespaces: list[str]) -> Snapshot:
         """A snapshot, with the pods deleted since the look before."""
@@ -87,8 +93,30 @@ class Outcome:
             self.checker.check(snap)
             + self.gangs.check(snap)
             + self.numa.check(snap.topologies, snap.nodes, snap.pods)
+            + self.judge_migrations(snap)
         )
         self.found.extend(found)
+        return found
+
+    def judge_migrations(self, snap: Snapshot) -> list[str]:
+        """Reserve first and maxUnavailable on every look; a job not ended
+        ``TRANSITION_WITHIN`` past its ttl, while the scheduler is left running."""
+        sample = Sample(
+            snap.listed_at or snap.taken_at,
+            snap.jobs,
+            snap.reservations,
+            snap.pods,
+            controllers=snap.controllers,
+            budgets=snap.budgets,
+        )
+        found = self.migrations.observe(sample)
+        if not self.checker.liveness:
+            self.live_since = 0.0
+            return found
+        self.live_since = self.live_since or snap.taken_at
+        late = overdue(snap.jobs, snap.taken_at, self.live_since, TRANSITION_WITHIN)
+        found += [line for name, line in late.items() if name not in self.overdue]
+        self.overdue |= set(late)
         return found
 
     @property
@@ -100,6 +128,7 @@ class Outcome:
             **self.checker.counts,
             **self.gangs.counts,
             **self.numa.counts,
+            **self.migrations.counts(),
             **self.churn.counts,
         }
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -113,7 +142,9 @@ class Outcome:
         )
         lines = [f"{name}: {text}, kills {self.kills}, violations {len(self.found)}",
                  f"  bound per namespace: {bound}",
-                 f"  longest wait of a pod Pending while {waits}"]  # fmt: skip
+                 f"  longest wait of a pod Pending while {waits}",
+                 f"  most pods unavailable during migrations: "
+                 f"{self.migrations.worst_unavailable or 'none was migrating'}"]  # fmt: skip
         kinds = Counter(KIND_OF.sub("…", line) for line in self.found)
         first: dict[str, str] = {}  # an example of each kind, the earliest found
         for line in self.found:
@@ -276,9 +307,50 @@ def churn_config(scheduler: str) -> dict[str, Any]:
     return config
 
 
-def berth_run(kubeconfig: str, config: dict[str, Any], directory: Path, **kwargs: Any) -> BerthRun:
-    """Logging each binding too (debug), for the reader of a report."""
-    return BerthRun.configured(kubeconfig, config, directory, log_level="debug", **kwargs)
+# The per-workload migration limiter's window (5m by default, which would let a workload
+# move two pods in a run): the limits on how many migrate at once stay Koordinator's.
+LIMITER_WINDOW = "10s"
+
+
+def descheduler_config(directory: Path) -> Path:
+    """The migration controller's arguments: Koordinator's defaults, the limiter's window
+    ``LIMITER_WINDOW``."""
+    config = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerConfiguration",
+        "profiles": [
+            {
+                "name": "koord-descheduler",
+                "pluginConfig": [
+                    {
+                        "name": "MigrationController",
+                        "args": {"objectLimiters": {"workload": {"duration": LIMITER_WINDOW}}},
+                    }
+                ],
+            }
+        ],
+    }
+    path = directory / "descheduler-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def berth_run(
+    kubeconfig: str,
+    config: dict[str, Any],
+    directory: Path,
+    module: str | None = None,
+    **kwargs: Any,
+) -> BerthRun:
+    """Logging each binding too (debug), for the reader of a report; with the migration
+    limits of ``descheduler_config``. ``module`` runs in place of Berth's CLI (with its
+    arguments): a Berth with one rule broken on purpose."""
+    process = BerthRun.configured(kubeconfig, config, directory, log_level="debug", **kwargs)
+    process.command.append(f"--descheduler-config={descheduler_config(directory)}")
+    if module is not None:
+        process.command[1:3] = ["-m", module]
+        process.env = {"PYTHONPATH": str(REPO)}
+    return process
 
 
 @asynccontextmanager
@@ -418,9 +490,11 @@ async def settle(api: ApiClient, namespaces: list[str], outcome: Outcome) -> Non
     while True:
         snap = await outcome.look(api, namespaces)
         outcome.judge(snap)
-        last = checker.at_rest(snap) + [
-            f"at rest, Pending though placeable: {p}" for p in checker.placeable
-        ]
+        last = (
+            checker.at_rest(snap)
+            + [f"at rest, Pending though placeable: {p}" for p in checker.placeable]
+            + unfinished(snap.jobs)
+        )
         if (not last and not outcome.judging) or loop.time() > deadline:
             break
         await asyncio.sleep(1)

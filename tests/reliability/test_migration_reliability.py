@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes_asyncio.client import (
     ApiClient,
     AppsV1Api,
@@ -34,7 +33,7 @@ from tests.integration.cluster import Nodes
 from tests.integration.processes import BerthRun
 from tests.reliability.harness import berth_run, installed_config, short
 from tests.reliability.migration_invariants import MigrationHistory, Sample
-from tests.support import REPO, eventually
+from tests.support import eventually
 
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
 JOBS, RESERVATIONS = "podmigrationjobs", "reservations"
@@ -43,32 +42,8 @@ WORKLOADS = {"web": 6, "api": 4, "cache": 3}
 BUDGET = ("cache", 2)
 """A PodDisruptionBudget: cache keeps at least two of its three pods."""
 NODES = 5
-LIMITER_WINDOW = "10s"
-"""The per-workload limiter's window (5m by default, which would hold most of the burst
-for minutes): the limits on how many migrate at once stay Koordinator's defaults."""
 ALL_MOVED_WITHIN = 300.0
 Json = dict[str, Any]
-
-
-def descheduler_config(directory: Path) -> Path:
-    config = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerConfiguration",
-        "profiles": [
-            {
-                "name": "koord-descheduler",
-                "pluginConfig": [
-                    {
-                        "name": "MigrationController",
-                        "args": {"objectLimiters": {"workload": {"duration": LIMITER_WINDOW}}},
-                    }
-                ],
-            }
-        ],
-    }
-    path = directory / "descheduler-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 class Scene:
@@ -232,12 +207,7 @@ def berth_for(
 ) -> BerthRun:
     """`berth run` with the installed profile under the scene's scheduler name, the
     operators, and the burst's migration limits; ``module`` runs in place of Berth's CLI."""
-    process = berth_run(kubeconfig, installed_config(scene.scheduler), directory)
-    process.command.append(f"--descheduler-config={descheduler_config(directory)}")
-    if module is not None:
-        process.command[1:3] = ["-m", module]
-        process.env = {"PYTHONPATH": str(REPO)}
-    return process
+    return berth_run(kubeconfig, installed_config(scene.scheduler), directory, module)
 
 
 async def judged(scene: Scene, done: Callable[[], Awaitable[bool]], within: float) -> None:

@@ -3,8 +3,8 @@ installed profile, with reclaim reserving before it evicts), judged throughout b
 independent checker (checker.py): safety every second, liveness with stated bounds (a
 placeable pod is bound within 30 s, a pod within its quota's min, flat or in the quota
 tree, within 45 s by reclaim, reservation transitions within 30 s), and the at-rest checks
-after the load; the gangs' rules (gang_invariants.py) and the NUMA zones'
-(numa_invariants.py) beside them.
+after the load; the gangs' rules (gang_invariants.py), the NUMA zones'
+(numa_invariants.py) and the PodMigrationJobs' (migration_invariants.py) beside them.
 
 The short variants run in the suite (alone: tox -e reliability-short); `--long`
 (tox -e reliability) runs 200+ nodes and thousands of pods. Each test prints its counts:
@@ -82,6 +82,14 @@ def numa_exercised(outcome: Outcome) -> None:
     assert outcome.numa.counts["exclusive pods bound on numa nodes"] > 0, "no NUMA pod bound"
 
 
+def migrations_exercised(outcome: Outcome, *, moved: bool = True) -> None:
+    """A churn that made no PodMigrationJob (or, ``moved``, in which none moved its pod)
+    judged reserve first and maxUnavailable on nothing."""
+    assert outcome.churn.counts["migration jobs created"] > 0, "no migration job made"
+    counts = outcome.migrations.counts()
+    assert not moved or counts["migrations succeeded"] > 0, f"no migration succeeded: {counts}"
+
+
 # The kills wait for each restart to sync, which on a loaded machine takes longer than the
 # suite's default timeout; the long variants take up to an hour either way.
 @pytest.mark.timeout(3600)
@@ -94,6 +102,7 @@ async def test_churn_keeps_every_invariant(
     admitted_everywhere(outcome, namespaces, gangs=3)
     tree_exercised(outcome)
     numa_exercised(outcome)
+    migrations_exercised(outcome)
     assert outcome.found == [], text
 
 
@@ -108,4 +117,6 @@ async def test_crashes_keep_every_invariant(
     admitted_everywhere(outcome, namespaces, gangs=1)
     tree_exercised(outcome, reclaims=False)
     numa_exercised(outcome)
+    # Its scheduler is down most of the time: a job may not get to move its pod.
+    migrations_exercised(outcome, moved=False)
     assert outcome.found == [], text

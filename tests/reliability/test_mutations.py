@@ -1,7 +1,9 @@
 """The checker catches a broken Berth: each case runs the churn against `berth run` with
 one rule switched off through configuration alone (a plugin disabled, a component not
 run), and the checker must report the violation that rule prevents. A checker that
-passed these would pass a scheduler that ignores the rule.
+passed these would pass a scheduler that ignores the rule. Reserve first, which no
+configuration turns off, is broken in code instead: `berth run` patched to evict at once
+(evict_early.py).
 
 Each run stops as soon as the expected violation appears, or fails after the churn.
 """
@@ -42,6 +44,7 @@ class Mutation:
     node_deletions: bool = True
     seconds: float = SCALE.seconds
     quiet: float = 0.0  # seconds the checker goes on after the load
+    module: str | None = None  # run in place of Berth's CLI
 
 
 def disable(*names: str, point: str = "multiPoint") -> Callable[[dict[str, Any]], None]:
@@ -154,6 +157,11 @@ MUTATIONS = {
     # exclusive pods pile onto a NUMA node past its largest zone.
     "numa ignored": Mutation(disable("NodeResourceTopologyMatch"), "largest NUMA zone"),
     "numa pending ledger off": Mutation(numa_ledger_off, "largest NUMA zone"),
+    # A migration's pod evicted as its reservation is made: caught once the reservation
+    # is placed a second or more after the eviction, or never.
+    "migrations evicting before reserving": Mutation(
+        unchanged, r"^migration \S+: pod \S+ evicted by", module="tests.reliability.evict_early"
+    ),
     "no scheduler": Mutation(unchanged, "some node could take it", scheduler=False),
     "no operators": Mutation(unchanged, "reservation", operators=False),
 }
@@ -182,6 +190,7 @@ async def test_the_checker_catches_a_broken_berth(
         kubeconfig_path,
         config,
         tmp_path,
+        mutation.module,
         scheduler=mutation.scheduler,
         operators=mutation.operators,
     )

@@ -180,6 +180,9 @@ class MigrationHistory:
     """By uid."""
     live: dict[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, name) to the uid listed last."""
+    named: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, name) to the uid of the last pod of that name ever listed: a job made,
+    run and ended between two samples names a pod no longer listed."""
     reservations: dict[str, _ReservationTrace] = field(default_factory=dict)
     jobs: dict[str, _JobTrace] = field(default_factory=dict)
     judged: set[str] = field(default_factory=set)
@@ -226,6 +229,7 @@ class MigrationHistory:
             if self.pods[uid].gone_by is None:
                 self.pods[uid].gone_by = sample.at
         self.live = listed
+        self.named.update(listed)
 
     def _reservations(self, sample: Sample) -> None:
         for reservation in sample.reservations:
@@ -250,7 +254,7 @@ class MigrationHistory:
             trace.job = job
             ref = (job.get("spec") or {}).get("podRef") or {}
             if trace.pod_uid is None:
-                trace.pod_uid = ref.get("uid") or self.live.get(
+                trace.pod_uid = ref.get("uid") or self.named.get(
                     (str(ref.get("namespace")), str(ref.get("name")))
                 )
             evicted = _condition(job, "Eviction")

@@ -179,6 +179,19 @@ def test_the_same_second_is_not_a_violation() -> None:
     assert found == []
 
 
+def test_a_job_made_and_run_between_two_samples_is_judged_by_the_pod_seen_before() -> None:
+    """Made, evicting and its pod gone before any sample showed the job: its pod is the
+    one of that name the samples last listed."""
+    found = play(
+        sample(0, [], [], [pod("web-a")]),
+        sample(1, [job(eviction="EvictComplete", eviction_at=1)], [reservation()], []),
+    )
+    assert found == [
+        "migration job: pod ns/web-a evicted by 00:00:01 before its reservation job was "
+        "Available (from never)"
+    ]
+
+
 def test_pods_the_job_did_not_evict_and_evict_directly_jobs_are_not_judged() -> None:
     gone_before_any_eviction = play(
         sample(0, [job()], [reservation()], [pod("web-a")]),

@@ -47,6 +47,13 @@ def test_defaults_are_koordinators() -> None:
     assert args.default_job_ttl == "5m"
 
 
+def test_koordinators_names_are_read() -> None:
+    """Koordinator writes the acronyms whole (``defaultJobTTL``, ``evictQPS``)."""
+    args = MigrationControllerArgs.from_dict({"defaultJobTTL": "60s", "evictQPS": 5})
+    assert args.default_job_ttl == "60s"
+    assert args.evict_qps == 5
+
+
 def test_unknown_args_are_refused_by_name() -> None:
     with pytest.raises(ValidationError, match="maxMigratingPerZone"):
         MigrationControllerArgs.from_dict({"maxMigratingPerZone": 1})

@@ -102,7 +102,7 @@ class MigrationControllerArgs(_Args):
     """Rate limits per object kind; only ``workload`` is known."""
     default_job_mode: PodMigrationJobMode = PodMigrationJobMode.RESERVATION_FIRST
     """Mode of jobs the balancer creates."""
-    default_job_ttl: Duration = "5m"
+    default_job_ttl: Duration = Field(default="5m", alias="defaultJobTTL")
     """Time limit of jobs the balancer creates."""
     evict_qps: float = Field(default=10.0, gt=0, alias="evictQPS")
     """Evictions per second."""

@@ -79,6 +79,7 @@ from kubernetes_asyncio.client import (
     PolicyV1Api,
 )
 
+from tests.reliability.load_invariants import loaded
 from tests.reliability.numa_invariants import aligns
 from tests.reliability.objects import (
     TERMINAL,
@@ -89,6 +90,7 @@ from tests.reliability.objects import (
     _over,
     _plus,
     amounts,
+    bound_at,
     demand,
     duration_seconds,
     epoch,
@@ -146,13 +148,6 @@ def gang_of(pod: Mapping[str, Any]) -> str | None:
         return f"PodGroup {namespace}/{labels[POD_GROUP_LABEL]}"
     name = labels.get(KOORD_LEGACY_GANG) or (meta.get("annotations") or {}).get(KOORD_GANG)
     return f"Gang {namespace}/{name}" if name else None
-
-
-def bound_at(pod: Mapping[str, Any]) -> float | None:
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            return epoch(condition.get("lastTransitionTime"))
-    return None
 
 
 # -- placement rules, re-derived -----------------------------------------------------------
@@ -323,6 +318,12 @@ def allocated_from(pod: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def allocated_uid(pod: Mapping[str, Any]) -> str | None:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ALLOCATED)
+    uid = json.loads(text).get("uid") if text else None
+    return str(uid) if uid else None
+
+
 def expiry(reservation: Mapping[str, Any]) -> float | None:
     spec = reservation.get("spec") or {}
     if spec.get("expires"):
@@ -359,6 +360,7 @@ class Snapshot:
     disrupted: list[Obj] = field(default_factory=list)
     preemptor_reservations: list[Obj] = field(default_factory=list)
     topologies: dict[str, Obj] = field(default_factory=dict)  # NodeResourceTopology by name
+    metrics: dict[str, Obj] = field(default_factory=dict)  # NodeMetric by name
     # For the migration judge (migration_invariants.py): the PodMigrationJobs of the pods of
     # the looked-at namespaces, and those namespaces' ReplicaSets and PodDisruptionBudgets;
     # a moment after the pods were read and before the reservations were.
@@ -414,6 +416,11 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
             "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", _preload_content=False
         )
     )
+    metrics = await items(
+        custom.list_cluster_custom_object(
+            "slo.koordinator.sh", "v1alpha1", "nodemetrics", _preload_content=False
+        )
+    )
     looked = set(namespaces)
     jobs = [
         j
@@ -453,6 +460,7 @@ async def snapshot(api: ApiClient, namespaces: Iterable[str] = ()) -> Snapshot:
         preempted,
         podgroups=podgroups,
         topologies={t["metadata"]["name"]: t for t in topologies},
+        metrics={m["metadata"]["name"]: m for m in metrics if m["metadata"]["name"] in nodes},
         jobs=jobs,
         controllers=controllers,
         budgets=budgets,
@@ -593,9 +601,11 @@ class Checker:
         found: list[str] = []
         self._remember_nodes(snap)
         reservations = {r["metadata"]["name"]: r for r in snap.reservations}
-        for name, r in reservations.items():
+        for r in reservations.values():
             if (r.get("status") or {}).get("phase") in TERMINAL:
-                self._terminal_seen.setdefault(name, snap.taken_at)
+                # By uid: a preemptor's reservation has a name of its own per pod, and
+                # one made again after the first ended (its node deleted) is another.
+                self._terminal_seen.setdefault(r["metadata"]["uid"], snap.taken_at)
         live = [p for p in snap.pods if holds(p)]
         self._tree = tree_quotas(snap.quotas)
         found += self._capacity(snap, live, reservations)
@@ -937,7 +947,10 @@ class Checker:
             when = bound_at(pod) or self._look_before or snap.taken_at
             self._node_judge.append((pod, node_name, when))
             name = allocated_from(pod)
-            ended = self._terminal_seen.get(name or "")
+            into = allocated_uid(pod)
+            if into is None and name in reservations:
+                into = reservations[name]["metadata"]["uid"]
+            ended = self._terminal_seen.get(into or "")
             if name and ended is not None and ended <= when - SLACK:
                 found.append(f"pod {key(pod)} allocated from reservation {name} after it ended")
         return found
@@ -1364,6 +1377,7 @@ class Checker:
                 n
                 for n in free
                 if eligible(pod["spec"], snap.nodes[n])
+                and not loaded(snap.metrics.get(n), snap.nodes[n], snap.taken_at)
                 and allows(n)
                 and (n not in topologies or aligns(pod["spec"], topologies[n], on_node[n]))
             ]
@@ -1406,7 +1420,11 @@ class Checker:
                 continue
             wanted = demand(template)
             fitting = [
-                n for n in free if eligible(template, snap.nodes[n]) and _fits(wanted, free[n])
+                n
+                for n in free
+                if eligible(template, snap.nodes[n])
+                and not loaded(snap.metrics.get(n), snap.nodes[n], snap.taken_at)
+                and _fits(wanted, free[n])
             ]
             if fitting:
                 uid = r["metadata"]["uid"]

@@ -587,8 +587,15 @@ class Churn:
             await asyncio.sleep(self.rng.expovariate(per_second))
 
     async def close(self) -> None:
-        # A job's reservation goes with it (the job owns it).
-        for name in self.jobs:
+        # A job's reservation goes with it (the job owns it); the balancer's jobs too.
+        listed = await self.custom.list_cluster_custom_object(*PMJ, _preload_content=False)
+        made = [
+            j["metadata"]["name"]
+            for j in json.loads(await listed.read()).get("items") or []
+            if ((j.get("spec") or {}).get("podRef") or {}).get("namespace") == self.free_namespace
+        ]
+        listed.release()
+        for name in {*self.jobs, *made}:
             with contextlib.suppress(ApiException):
                 await self.custom.delete_cluster_custom_object(*PMJ, name)
         for name in self.reservations:

@@ -28,9 +28,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.cluster import only_these_quotas
 from tests.integration.processes import BerthRun
 from tests.reliability.checker import TRANSITION_WITHIN, Checker, Snapshot, snapshot
-from tests.reliability.churn import Churn
+from tests.reliability.churn import JOB_TTL_SECONDS, MIGRATING, STEADY_LABEL, Churn
 from tests.reliability.gang_invariants import GangJudge
+from tests.reliability.load_invariants import LoadJudge
 from tests.reliability.migration_invariants import MigrationHistory, Sample, overdue, unfinished
+from tests.reliability.node_load import NodeLoad
 from tests.reliability.numa_invariants import NumaJudge
 from tests.reliability.watches import Departures, NodeChanges, PreemptorReservations
 from tests.support import REPO, eventually
@@ -59,6 +61,8 @@ class Outcome:
     checker: Checker
     gangs: GangJudge
     numa: NumaJudge
+    load: LoadJudge
+    node_load: NodeLoad
     found: list[str] = field(default_factory=list)
     kills: int = 0
     # Berth's own decision record for pods reported Pending: why it refused them, for the
@@ -93,6 +97,7 @@ class Outcome:
             self.checker.check(snap)
             + self.gangs.check(snap)
             + self.numa.check(snap.topologies, snap.nodes, snap.pods)
+            + self.load.check(snap.taken_at, snap.metrics, snap.nodes, snap.pods, snap.jobs)
             + self.judge_migrations(snap)
         )
         self.found.extend(found)
@@ -121,13 +126,15 @@ class Outcome:
 
     @property
     def judging(self) -> bool:
-        return self.checker.judging or self.gangs.judging
+        return self.checker.judging or self.gangs.judging or self.load.judging
 
     def report(self, name: str) -> str:
         counts = {
             **self.checker.counts,
             **self.gangs.counts,
             **self.numa.counts,
+            **self.load.counts,
+            **self.node_load.counts,
             **self.migrations.counts(),
             **self.churn.counts,
         }
@@ -310,26 +317,25 @@ def churn_config(scheduler: str) -> dict[str, Any]:
 # The per-workload migration limiter's window (5m by default, which would let a workload
 # move two pods in a run): the limits on how many migrate at once stay Koordinator's.
 LIMITER_WINDOW = "10s"
+DESCHEDULING_SECONDS = 2
 
 
 def descheduler_config(directory: Path) -> Path:
-    """The migration controller's arguments: Koordinator's defaults, the limiter's window
-    ``LIMITER_WINDOW``."""
-    config = {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerConfiguration",
-        "profiles": [
-            {
-                "name": "koord-descheduler",
-                "pluginConfig": [
-                    {
-                        "name": "MigrationController",
-                        "args": {"objectLimiters": {"workload": {"duration": LIMITER_WINDOW}}},
-                    }
-                ],
-            }
-        ],
-    }
+    """The installed descheduler configuration with the limiter's window
+    ``LIMITER_WINDOW`` and jobs of ``JOB_TTL_SECONDS``; its LowNodeLoad balancer runs every
+    ``DESCHEDULING_SECONDS`` on the churn's steady nodes (those node_load.py reports) and
+    acts on the first hot report, as the demo's does (a minute's wait would outlast a
+    spike)."""
+    configmap = yaml.safe_load((REPO / "manifests" / "descheduler-config.yaml").read_text())
+    config = yaml.safe_load(configmap["data"]["descheduler-config.yaml"])
+    config["deschedulingInterval"] = f"{DESCHEDULING_SECONDS}s"
+    for plugin in config["profiles"][0]["pluginConfig"]:
+        if plugin["name"] == "MigrationController":
+            plugin["args"]["objectLimiters"] = {"workload": {"duration": LIMITER_WINDOW}}
+            plugin["args"]["defaultJobTTL"] = f"{JOB_TTL_SECONDS}s"
+        if plugin["name"] == "LowNodeLoad":
+            plugin["args"]["nodeSelector"] = {"matchLabels": {STEADY_LABEL: "yes"}}
+            plugin["args"]["anomalyCondition"] = {"consecutiveAbnormalities": 1}
     path = directory / "descheduler-config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -405,6 +411,8 @@ async def churned(
         Checker(scheduler),
         GangJudge(scheduler),
         NumaJudge(scheduler),
+        LoadJudge(scheduler),
+        NodeLoad(api, namespaces, churn.steady, MIGRATING, random.Random(scheduler + "-load")),
         departures=departures,
         node_changes=node_changes,
         preemptor_reservations=made,
@@ -446,12 +454,14 @@ async def churned(
         await eventually(functools.partial(_logged, berth, SYNCED, synced), within=120)
 
     checking = asyncio.create_task(judge())
+    reporting = asyncio.create_task(outcome.node_load.run(stop))
     killing = asyncio.create_task(killer()) if crash else None
     # While it is killed every few seconds nothing is bound on time; the liveness bounds
     # hold from the last restart on (the load goes on meanwhile).
     outcome.checker.liveness = not crash
     try:
         await churn.run(scale.seconds, scale.per_second, stop)
+        outcome.node_load.calm()
         outcome.berth_figures = await berth_figures(berth)
         if killing is not None:
             await killing
@@ -467,9 +477,10 @@ async def churned(
                 await asyncio.wait_for(stop.wait(), quiet)
         stop.set()
         await checking
+        await reporting
     finally:
         stop.set()
-        for task in (checking, killing):
+        for task in (checking, killing, reporting):
             if task is not None and not task.done():
                 task.cancel()
         await churn.close()

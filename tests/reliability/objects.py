@@ -64,6 +64,14 @@ def epoch(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def bound_at(pod: Mapping[str, Any]) -> float | None:
+    """When the pod was bound (its PodScheduled condition, one-second resolution)."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return epoch(condition.get("lastTransitionTime"))
+    return None
+
+
 def duration_seconds(text: str) -> float:
     """A duration as the API writes one (``90s``, ``5m``, ``1h30m``), in seconds."""
     total, number = 0.0, ""

@@ -20,6 +20,7 @@ from tests.reliability.gang_invariants import (
     partly_placed_together,
     placements,
 )
+from tests.reliability.load_invariants import EXPIRATION_SECONDS, LAG, LoadJudge, loaded
 from tests.reliability.numa_invariants import NumaJudge
 
 SCHEDULER = "rl"
@@ -612,6 +613,31 @@ def test_an_allocate_once_reservation_whose_owner_left_holds_nothing() -> None:
     assert found.startswith("node n1: 11 cpu used > 8 allocatable")
 
 
+def test_a_pod_allocated_from_a_reservation_made_again_under_an_ended_ones_name() -> None:
+    """A preemptor's reservation is named after its pod: its node deleted, it ends Failed
+    and a later preemption makes another of that name. The pod allocated from the second
+    is no pod allocated from an ended reservation; one allocated from the first is."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    n1 = node("n1")
+    first = once("r", "gone", "2", conditions=[{"type": "Ready", "reason": "NodeDeleted"}])
+    first["status"]["phase"] = "Failed"
+    assert checker.check(Snapshot(T0, {"n1": n1}, [], [], [first])) == []
+    second = once("r", "n1", "2")
+    second["metadata"]["uid"] = "uid-r-again"
+    owner = bound("owner", "n1", T0 + 20, labels={"app": "web"})
+    owner["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-allocated": '{"name": "r", "uid": "uid-r-again"}'
+    }
+    assert checker.check(Snapshot(T0 + 21, {"n1": n1}, [owner], [], [second])) == []
+    stale = bound("stale", "n1", T0 + 22, labels={"app": "web"})
+    stale["metadata"]["annotations"] = {
+        "scheduling.koordinator.sh/reservation-allocated": '{"name": "r", "uid": "uid-r"}'
+    }
+    found = checker.check(Snapshot(T0 + 23, {"n1": n1}, [owner, stale], [], [second]))
+    assert "pod free/stale allocated from reservation r after it ended" in found
+
+
 def test_a_reservation_pinned_to_a_deleted_node_is_placeable_nowhere() -> None:
     """A preemptor's reservation names the node its victims leave; that node deleted before
     it was placed, no other node may take it, however empty (it stays Pending until its
@@ -926,3 +952,66 @@ def test_a_guaranteed_pod_is_placeable_on_a_numa_node_only_where_a_zone_has_room
         snap.topologies = {"n1": topology("n1", "4", "4")}
         found += checker.check(snap)
     assert [line.split(" Pending")[0] for line in found] == ["pod free/b"]
+
+
+def metric(name: str, at: float, cpu: str) -> dict[str, Any]:
+    """A NodeMetric whose latest report, written at ``at``, says the node uses ``cpu``."""
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "updateTime": stamp(at),
+            "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": "1Gi"}}},
+        },
+    }
+
+
+def test_a_pod_bound_to_a_node_reported_hot_throughout_is_reported() -> None:
+    """Reports every 2 s: hot (7 of 8 cpu) from T0 to T0+20, then cool. A pod bound at
+    T0+10 (hot from LAG before until the report after) broke the rule; one bound at T0+3
+    (the first hot report younger than LAG), one at T0+21 (a cool report came before the
+    next) and one on a node never reported did not; each is judged once a report after
+    its binding has been seen."""
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    pods = [
+        bound("during", "n1", T0 + 10),
+        bound("early", "n1", T0 + 3),
+        bound("after", "n1", T0 + 21),
+        bound("elsewhere", "n2", T0 + 10),
+    ]
+    judge = LoadJudge(SCHEDULER)
+    found = []
+    for at in range(0, 30, 2):
+        cpu = "7" if at < 20 else "500m"
+        found += judge.check(T0 + at + 1, {"n1": metric("n1", T0 + at, cpu)}, nodes, pods)
+        if at == 10:
+            assert found == []
+            assert judge.judging
+    assert found == [
+        "pod free/during bound to n1 while its NodeMetric said it was over 65% cpu "
+        f"(from {LAG:.0f}s before the binding until after)"
+    ]
+    assert not judge.judging
+    assert judge.counts["hot reports seen"] == 10
+    assert judge.counts["bindings judged against reports"] == 3
+
+
+def test_a_hot_or_expired_report_keeps_a_node_from_taking_a_waiting_pod() -> None:
+    """Rounded as the scheduler rounds: 65.4% passes, 65.5% is over; a report older than
+    the expiry refuses the node, none at all passes it."""
+    n1 = node("n1")
+    assert not loaded(metric("n1", T0, "5232m"), n1, T0 + 1)
+    assert loaded(metric("n1", T0, "5240m"), n1, T0 + 1)
+    assert loaded(metric("n1", T0, "100m"), n1, T0 + EXPIRATION_SECONDS)
+    assert not loaded(None, n1, T0)
+    assert not loaded({"metadata": {"name": "n1"}}, n1, T0)
+    checker = Checker(SCHEDULER)
+    found = []
+    for look in range(5):
+        snap = Snapshot(T0 + 10 * look, {"n1": n1}, [waiting("p")], [], [])
+        snap.metrics = {"n1": metric("n1", T0 + 10 * look, "6")}
+        found += checker.check(snap)
+    assert found == []
+    snap = Snapshot(T0 + 50, {"n1": n1}, [waiting("p")], [], [])
+    snap.metrics = {"n1": metric("n1", T0 + 50, "1")}
+    checker.check(snap)
+    assert checker.placeable == ["pod free/p (n1 has cpu 8, pods 110)"]

@@ -4,7 +4,8 @@ independent checker (checker.py): safety every second, liveness with stated boun
 placeable pod is bound within 30 s, a pod within its quota's min, flat or in the quota
 tree, within 45 s by reclaim, reservation transitions within 30 s), and the at-rest checks
 after the load; the gangs' rules (gang_invariants.py), the NUMA zones'
-(numa_invariants.py) and the PodMigrationJobs' (migration_invariants.py) beside them.
+(numa_invariants.py), the PodMigrationJobs' (migration_invariants.py) and load-aware
+placement's (load_invariants.py) beside them.
 
 The short variants run in the suite (alone: tox -e reliability-short); `--long`
 (tox -e reliability) runs 200+ nodes and thousands of pods. Each test prints its counts:
@@ -90,6 +91,17 @@ def migrations_exercised(outcome: Outcome, *, moved: bool = True) -> None:
     assert not moved or counts["migrations succeeded"] > 0, f"no migration succeeded: {counts}"
 
 
+def load_exercised(outcome: Outcome, *, balanced: bool = True) -> None:
+    """A churn in which no node ran hot (or no binding was judged against the reports, or,
+    ``balanced``, the balancer moved nothing off a hot node) judged load-aware placement
+    on nothing."""
+    counts = outcome.load.counts
+    assert outcome.node_load.counts["load spikes"] > 0, "no node was made hot"
+    assert counts["hot reports seen"] > 0, "no hot report was seen"
+    assert counts["bindings judged against reports"] > 0, "no binding judged against reports"
+    assert not balanced or counts["jobs made by the balancer"] > 0, "the balancer made no job"
+
+
 # The kills wait for each restart to sync, which on a loaded machine takes longer than the
 # suite's default timeout; the long variants take up to an hour either way.
 @pytest.mark.timeout(3600)
@@ -103,6 +115,7 @@ async def test_churn_keeps_every_invariant(
     tree_exercised(outcome)
     numa_exercised(outcome)
     migrations_exercised(outcome)
+    load_exercised(outcome)
     assert outcome.found == [], text
 
 
@@ -119,4 +132,5 @@ async def test_crashes_keep_every_invariant(
     numa_exercised(outcome)
     # Its scheduler is down most of the time: a job may not get to move its pod.
     migrations_exercised(outcome, moved=False)
+    load_exercised(outcome, balanced=False)
     assert outcome.found == [], text

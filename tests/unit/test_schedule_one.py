@@ -289,6 +289,32 @@ async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> Non
     assert ("bind", ("a-new", "n2")) in loop.writer.calls
 
 
+async def test_beside_a_quota_tree_a_flat_refusal_waits_for_a_flat_quota_pod_to_go() -> None:
+    """As above with a quota tree beside the flat quotas: a quota-less pod's deletion and a
+    tree pod's change nothing the flat sum of mins counts, and the refusal waits (before,
+    any deletion retried every flat refusal once a tree existed); the nominated pod of a
+    flat quota going frees the tenth cpu, and the pod binds."""
+    tree = "quota.scheduling.koordinator.sh/"
+    team = cpu_quota("t", "2", "2")
+    team["metadata"]["labels"] = {f"{tree}is-parent": "false"}
+    quota_less = pod("free", "1", node_name="n3")
+    tree_pod = pod("t-held", "1", namespace="t", node_name="n3")
+    nominated = pod("b-nominated", "1", namespace="b", nominated="n2", scheduler="other")
+    loop = nine_of_ten(quota_less, tree_pod, nominated, berth_pod("a-new", "1", namespace="a"))
+    loop.parts.events.on_custom("ElasticQuota")("ADDED", team)
+    await loop.attempt()
+    [refusal] = loop.writer.events("FailedScheduling")
+    assert "total ElasticQuota used is more than Min (cpu: 9 used + 1 nominated" in refusal
+    assert loop.queue.counts()["unschedulable"] == 1
+    loop.parts.events.on_pod("DELETED", quota_less)
+    loop.parts.events.on_pod("DELETED", tree_pod)
+    assert loop.queue.counts()["unschedulable"] == 1, "nothing it waits for changed"
+    loop.parts.events.on_pod("DELETED", nominated)
+    assert loop.queue.counts()["unschedulable"] == 0
+    await loop.attempt()
+    assert ("bind", ("a-new", "n2")) in loop.writer.calls
+
+
 async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod() -> None:
     """The quotas use all 10 cpu of their mins; two pods of a wait, refused for the sum of
     mins. One cpu of b's goes: it admits one of them, so only one is tried (both were,

@@ -323,23 +323,39 @@ class CapacityScheduling(Plugin):
         return self._admissible(pod) and not self._room(event).admits(pod.uid)
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
-        """A pod gone or shrunk gives quota back only where quotas count it: any pod in a
-        quota tree (the root's share is the cluster less what pods outside hold), else a
-        pod of a namespace with a quota, and then only to a pod its quota would admit once
-        every pod it may evict on some node were gone too (a pod at its quota's max waits
-        for its own quota's pods), and of the pods the room alone admits only to those it
-        reaches in queue order (:meth:`_room`). Retrying every refused pod on every
-        deletion keeps the queue busy with pods nothing helped, ahead of lower priorities."""
+        """A pod gone or shrunk gives quota back only where quotas count it: to a pod of a
+        quota tree, any pod (the root's share is the cluster less what pods outside hold);
+        to a pod of a flat quota, a pod of a namespace with a flat quota, and then only if
+        its quota would admit it once every pod it may evict on some node were gone too (a
+        pod at its quota's max waits for its own quota's pods), and, without a tree, of the
+        pods the room alone admits only those it reaches in queue order (:meth:`_room`).
+        Retrying every refused pod on every deletion keeps the queue busy with pods nothing
+        helped, ahead of lower priorities: beside a tree, every deletion anywhere (quota-less
+        and tree pods, a gang's members let go) retried every flat refusal, and in the long
+        churn new pods waited minutes for their first attempt."""
         self._refresh_quotas()
-        if not isinstance(old, PodInfo) or self.tree.quotas or self.tree.outside_limited():
+        if not isinstance(old, PodInfo) or self.tree.outside_limited():
+            return True
+        if self.tree.quotas and self._in_tree(pod):
             return True
         if self.ledger.quota_of(old.namespace) is None or not self._admissible(pod):
             return False
+        if self.tree.quotas:
+            # The room's claims are retried by the periodic check without a tree only.
+            return True
         room = self._room(old.uid)
         if pod.uid in room.passed:
             self._passed_over.add(pod.uid)
             return False
         return True  # the room reaches it, or only evictions admit it (its dry run may now)
+
+    def _in_tree(self, pod: PodInfo) -> bool:
+        """Whether the tree's rules decide for the pod (labels the tree refuses count: the
+        pod is tried again as before)."""
+        try:
+            return self.tree_quota_of(pod) is not None
+        except TreeError:
+            return True
 
     def _room(self, event: str) -> Room:
         """The pods refused by their flat quota that the room admits now, claimed in queue

@@ -426,7 +426,9 @@ async def churned(
 
     async def judge() -> None:
         while not stop.is_set():
-            found = outcome.judge(await outcome.look(api, namespaces))
+            snap = await outcome.look(api, namespaces)
+            outcome.node_load.seen(snap.pods)
+            found = outcome.judge(snap)
             # The first few explain a run; each asks Berth twice and reads its log, which
             # hundreds of reports a second would turn into load of their own.
             for line in found[: max(0, RECORDS_DURING_LOAD - len(outcome.berth_said))]:

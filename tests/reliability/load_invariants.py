@@ -1,7 +1,7 @@
 """Load-aware placement judged from the NodeMetric reports and the pods' bindings, with no
 Berth code.
 
-The churn plays the nodes' agents (node_load.py): every couple of seconds it writes each
+The churn plays the nodes' agents (node_load.py): every few seconds it writes each
 steady node's report, and now and then it makes one node hot for a while. The installed
 profile's LoadAwareScheduling refuses a node whose latest report's cpu usage, rounded to a
 whole percent of allocatable, is above its threshold (65), and one whose report expired:

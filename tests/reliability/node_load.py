@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -20,14 +19,14 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.reliability.objects import Obj, requests_of
 
 NODE_METRIC = ("slo.koordinator.sh", "v1alpha1", "nodemetrics")
 MERGE = "application/merge-patch+json"
-REPORT_SECONDS = 2.0
+REPORT_SECONDS = 4.0
 SYSTEM_M = 100  # every node's system share, millicores
 SPIKE_M = 7000  # a hot node's system share: 87.5% of 8 cpu, whatever its pods
 SPIKE_EVERY = 40.0
@@ -46,9 +45,9 @@ class NodeLoad:
     counts: Counter[str] = field(default_factory=Counter)
     hot: str | None = None
     _calm: asyncio.Event = field(default_factory=asyncio.Event)
+    _seen: list[Obj] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.core = CoreV1Api(self.api)
         self.custom = CustomObjectsApi(self.api)
 
     def calm(self) -> None:
@@ -66,7 +65,7 @@ class NodeLoad:
             if self.hot is not None and now >= spike_ends:
                 self.hot = None
             if not self._calm.is_set() and self.hot is None and now >= next_spike:
-                self.hot = await self._pick()
+                self.hot = self._pick()
                 spike_ends, next_spike = now + SPIKE_SECONDS, now + SPIKE_EVERY
                 self.counts["load spikes"] += self.hot is not None
             # A round that fails (an API hiccup, a NodeMetric not made yet) is the next's.
@@ -75,25 +74,24 @@ class NodeLoad:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), REPORT_SECONDS)
 
-    async def _pods(self) -> list[Obj]:
-        out: list[Obj] = []
-        for namespace in self.namespaces:
-            listed = await self.core.list_namespaced_pod(namespace, _preload_content=False)
-            out += json.loads(await listed.read()).get("items") or []
-            listed.release()
-        return [
+    def seen(self, pods: list[Obj]) -> None:
+        """The pods as the checker's latest look listed them: an agent's view as old as
+        that look, with no list of its own (thousands of pods every round would be load
+        of their own on the API server)."""
+        self._seen = [
             p
-            for p in out
-            if (p.get("status") or {}).get("phase") == "Running"
+            for p in pods
+            if p["metadata"].get("namespace") in self.namespaces
+            and (p.get("status") or {}).get("phase") == "Running"
             and not p["metadata"].get("deletionTimestamp")
         ]
 
-    async def _pick(self) -> str | None:
+    def _pick(self) -> str | None:
         """A steady node running a ReplicaSet's pod: one the balancer has work on."""
         labels = self.workload_label.items()
         running = {
             p["spec"].get("nodeName")
-            for p in await self._pods()
+            for p in self._seen
             if labels <= (p["metadata"].get("labels") or {}).items()
         }
         candidates = sorted(self.steady & running)
@@ -101,7 +99,7 @@ class NodeLoad:
 
     async def report_once(self) -> None:
         on: dict[str, list[Obj]] = defaultdict(list)
-        for pod in await self._pods():
+        for pod in self._seen:
             on[pod["spec"].get("nodeName") or ""].append(pod)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for node in sorted(self.steady):

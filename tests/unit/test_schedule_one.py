@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.kube.write import NotFound
@@ -289,14 +290,19 @@ async def test_a_quota_refusal_waits_for_what_frees_quota_and_only_that() -> Non
     assert ("bind", ("a-new", "n2")) in loop.writer.calls
 
 
+def team_quota() -> Json:
+    """A quota tree's leaf of 2 cpu under the root, for the pods of namespace t."""
+    team = cpu_quota("t", "2", "2")
+    team["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/is-parent": "false"}
+    return team
+
+
 async def test_beside_a_quota_tree_a_flat_refusal_waits_for_a_flat_quota_pod_to_go() -> None:
     """As above with a quota tree beside the flat quotas: a quota-less pod's deletion and a
     tree pod's change nothing the flat sum of mins counts, and the refusal waits (before,
     any deletion retried every flat refusal once a tree existed); the nominated pod of a
     flat quota going frees the tenth cpu, and the pod binds."""
-    tree = "quota.scheduling.koordinator.sh/"
-    team = cpu_quota("t", "2", "2")
-    team["metadata"]["labels"] = {f"{tree}is-parent": "false"}
+    team = team_quota()
     quota_less = pod("free", "1", node_name="n3")
     tree_pod = pod("t-held", "1", namespace="t", node_name="n3")
     nominated = pod("b-nominated", "1", namespace="b", nominated="n2", scheduler="other")
@@ -315,18 +321,23 @@ async def test_beside_a_quota_tree_a_flat_refusal_waits_for_a_flat_quota_pod_to_
     assert ("bind", ("a-new", "n2")) in loop.writer.calls
 
 
-async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod() -> None:
+@pytest.mark.parametrize("tree", [False, True])
+async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod(
+    tree: bool,
+) -> None:
     """The quotas use all 10 cpu of their mins; two pods of a wait, refused for the sum of
     mins. One cpu of b's goes: it admits one of them, so only one is tried (both were,
     and the second refused again with a preemption dry run, while pods of lower
     priority waited). When the one tried leaves the room unused (here it is deleted), the
     periodic check tries the other, within a second: the room is not left unused for the
-    over-runtime check's interval."""
+    over-runtime check's interval. The same with a quota tree beside the flat quotas."""
     loop = nine_of_ten(
         pod("a-fill", "1", namespace="a", node_name="n3"),
         berth_pod("a-p1", "1", namespace="a"),
         berth_pod("a-p2", "1", namespace="a"),
     )
+    if tree:
+        loop.parts.events.on_custom("ElasticQuota")("ADDED", team_quota())
     for _ in range(2):
         await loop.attempt()
     refusals = loop.writer.events("FailedScheduling")

@@ -28,6 +28,7 @@ quota has a max (a stored ElasticQuota of its name, else ``defaultQuotaGroupMax`
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -267,6 +268,9 @@ class CapacityScheduling(Plugin):
         # to since the periodic check last ran (see :meth:`_lender_retries`).
         self._borrowing: set[str] = set()
         self._lent = False
+        # When the tree's over-runtime check last ran: the check runs each second while
+        # the flat quotas' room waits for a claim, the tree's walk at its own interval.
+        self._tree_checked = -math.inf
         # The node deletion last asked about, and whether quota pods were nominated to it.
         self._nominations_gone: tuple[str, bool] = ("", False)
         for pod in handle.view.pods.values():
@@ -327,8 +331,8 @@ class CapacityScheduling(Plugin):
         quota tree, any pod (the root's share is the cluster less what pods outside hold);
         to a pod of a flat quota, a pod of a namespace with a flat quota, and then only if
         its quota would admit it once every pod it may evict on some node were gone too (a
-        pod at its quota's max waits for its own quota's pods), and, without a tree, of the
-        pods the room alone admits only those it reaches in queue order (:meth:`_room`).
+        pod at its quota's max waits for its own quota's pods), and of the pods the room
+        alone admits only those it reaches in queue order (:meth:`_room`).
         Retrying every refused pod on every deletion keeps the queue busy with pods nothing
         helped, ahead of lower priorities: beside a tree, every deletion anywhere (quota-less
         and tree pods, a gang's members let go) retried every flat refusal, and in the long
@@ -340,9 +344,6 @@ class CapacityScheduling(Plugin):
             return True
         if self.ledger.quota_of(old.namespace) is None or not self._admissible(pod):
             return False
-        if self.tree.quotas:
-            # The room's claims are retried by the periodic check without a tree only.
-            return True
         room = self._room(old.uid)
         if pod.uid in room.passed:
             self._passed_over.add(pod.uid)
@@ -677,7 +678,7 @@ class CapacityScheduling(Plugin):
         that failed on the nodes left the room unused, and pods it passed over wait for
         nothing else. Every ten seconds, near the sum of mins under churn, the room went
         to one pod in ten seconds while hundreds waited for it."""
-        if (self._passed_over or self._lent) and not self.tree.quotas:
+        if self._passed_over or self._lent:
             return ROOM_RETRY_SECONDS
         return self.check_interval
 
@@ -688,8 +689,11 @@ class CapacityScheduling(Plugin):
         and its reservation; this check itself evicts nothing. Under flat quotas: the pods
         a deletion's room admitted but did not reach, that the room admits now."""
         self._refresh_quotas()
-        if not self.tree.quotas:
-            return self._room_retries(waiting) | self._lender_retries(waiting)
+        flat = self._room_retries(waiting) | self._lender_retries(waiting)
+        now = time.monotonic()
+        if not self.tree.quotas or now - self._tree_checked < self.check_interval:
+            return flat
+        self._tree_checked = now  # each second only for the flat quotas' room
         pods = []
         for pod in self.handle.view.pods.values():
             pending = not pod.node_name and not pod.terminal and not pod.deleting
@@ -701,7 +705,7 @@ class CapacityScheduling(Plugin):
         found_starving = starving(self.tree, self.tree_state(), pods, time.time())
         for item in found_starving:
             self._report_retry(item)
-        return frozenset(item.pod.key for item in found_starving)
+        return flat | frozenset(item.pod.key for item in found_starving)
 
     def _room_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
         """The waiting pods a deletion's room admitted but did not reach (its winners came

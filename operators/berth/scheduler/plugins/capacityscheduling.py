@@ -310,16 +310,17 @@ class CapacityScheduling(Plugin):
             self._nominations_gone = (event, held)
         if not self._nominations_gone[1]:
             return False
-        return bool(self.tree.quotas) or self._admissible(pod)
+        return self._tree_decides(pod) or self._admissible(pod)
 
     def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A node added or grown: a tree's root hands down what the cluster has; a flat
         quota's refusal turns round only by evictions, for which the node may be room (a
         pod its quota admits as it stands waits for the deletion that made the room, which
         shares it out). Under churn nodes come and go every second: retrying every refused
-        pod on each kept the queue from the pods that could be placed."""
+        pod on each kept the queue from the pods that could be placed (beside a tree, a
+        flat quota's pods too, until the tree's rule was kept to the tree's pods)."""
         self._refresh_quotas()
-        if self.tree.quotas:
+        if self._tree_decides(pod):
             return True
         # Room for a pod its quota admits comes from deletions, which share it out.
         meta = (new.get("metadata") or {}) if isinstance(new, dict) else {}
@@ -338,9 +339,7 @@ class CapacityScheduling(Plugin):
         and tree pods, a gang's members let go) retried every flat refusal, and in the long
         churn new pods waited minutes for their first attempt."""
         self._refresh_quotas()
-        if not isinstance(old, PodInfo) or self.tree.outside_limited():
-            return True
-        if self.tree.quotas and self._in_tree(pod):
+        if not isinstance(old, PodInfo) or self.tree.outside_limited() or self._tree_decides(pod):
             return True
         if self.ledger.quota_of(old.namespace) is None or not self._admissible(pod):
             return False
@@ -350,9 +349,12 @@ class CapacityScheduling(Plugin):
             return False
         return True  # the room reaches it, or only evictions admit it (its dry run may now)
 
-    def _in_tree(self, pod: PodInfo) -> bool:
-        """Whether the tree's rules decide for the pod (labels the tree refuses count: the
-        pod is tried again as before)."""
+    def _tree_decides(self, pod: PodInfo) -> bool:
+        """Whether a quota tree's rules decide for the pod (labels the tree refuses count:
+        the pod is tried again as before). A flat quota's pod beside a tree is retried as
+        without one."""
+        if not self.tree.quotas:
+            return False
         try:
             return self.tree_quota_of(pod) is not None
         except TreeError:

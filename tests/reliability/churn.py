@@ -140,7 +140,7 @@ class Churn:
                 "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
             )
         if self.tree_namespaces:
-            await self.create_tree(scale)
+            await self.create_tree()
         await self.create_workloads()
 
     async def create_workloads(self) -> None:
@@ -185,27 +185,30 @@ class Churn:
             self.free_namespace, budget
         )
 
-    async def create_tree(self, scale: int) -> None:
+    async def create_tree(self) -> None:
         """A department of min and max 16 CPUs (its children's mins add up to its min, and
         it is at its max whenever they want more together) over two teams of min 8 and
         max 16: the first may borrow at most 4 beyond its min, the second lends at most 6
         of its min. Tree quotas are known by name across the cluster: each carries the
-        churn's group."""
+        churn's group. The same size at any scale: the root's share is the cluster less
+        what pods outside the tree hold, and those fill a large cluster as they fill a
+        small one; scaled with the nodes (the long variant's 176 CPUs) no child ever got
+        past its min, and the tree's borrowing and reclaim went unexercised."""
         parent = f"{self.group}-dept"
         first, second = self.tree_namespaces
         quotas = [
             (self.free_namespace, parent, {TREE + "is-parent": "true"}, {}, 16),
             (first, f"{self.group}-a", {TREE + "parent": parent},
-             {"berth.io/borrowing-limit": json.dumps({"cpu": str(4 * scale)})}, 8),
+             {"berth.io/borrowing-limit": json.dumps({"cpu": "4"})}, 8),
             (second, f"{self.group}-b", {TREE + "parent": parent},
-             {"berth.io/lending-limit": json.dumps({"cpu": str(6 * scale)})}, 8),
+             {"berth.io/lending-limit": json.dumps({"cpu": "6"})}, 8),
         ]  # fmt: skip
         for namespace, name, labels, notes, least in quotas:
             quota = {
                 "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
                 "kind": "ElasticQuota",
                 "metadata": {"name": name, "labels": labels, "annotations": notes},
-                "spec": {"min": {"cpu": str(least * scale)}, "max": {"cpu": str(16 * scale)}},
+                "spec": {"min": {"cpu": str(least)}, "max": {"cpu": "16"}},
             }
             await self.custom.create_namespaced_custom_object(
                 "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota

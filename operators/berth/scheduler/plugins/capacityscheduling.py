@@ -688,8 +688,9 @@ class CapacityScheduling(Plugin):
         """Unschedulable pods of tree quotas within their runtime that could reclaim from a
         quota over its runtime now (a victim's min-runtime ran out, runtime moved without an
         event that requeues them). They reclaim at their next attempt, through PostFilter
-        and its reservation; this check itself evicts nothing. Under flat quotas: the pods
-        a deletion's room admitted but did not reach, that the room admits now."""
+        and its reservation; this check itself evicts nothing. Under flat quotas, beside a
+        tree or not: the pods a deletion's room admitted but did not reach, that the room
+        admits now (each call; the tree's walk at most every ``check_interval``)."""
         self._refresh_quotas()
         flat = self._room_retries(waiting) | self._lender_retries(waiting)
         now = time.monotonic()

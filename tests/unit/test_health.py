@@ -34,6 +34,7 @@ KUBE_SCHEDULER = {
         kube_scheduler_buckets(0.001, 2, 15),
     ),
     "scheduler_pending_pods": ("gauge", {"queue"}, None),
+    "scheduler_queue_incoming_pods": ("counter", {"event", "queue"}, None),
     "scheduler_preemption_attempts": ("counter", set(), None),
     "scheduler_preemption_victims": ("histogram", set(), kube_scheduler_buckets(1, 2, 7)),
     "scheduler_pod_scheduling_sli_duration_seconds": (
@@ -91,6 +92,9 @@ def observed_metrics() -> SchedulerMetrics:
     metrics.observe_attempt("unschedulable", PROFILE, 0.5)
     metrics.set_pending("active", 7)
     metrics.set_pending("gated", 2)
+    metrics.observe_incoming("NodeAdd", "active")
+    metrics.observe_incoming("NodeAdd", "active")
+    metrics.observe_incoming("ScheduleAttemptFailure", "unschedulable")
     metrics.observe_preemption(3)
     metrics.observe_preemption(None)
     metrics.observe_scheduled(attempts=2, seconds=1.5)
@@ -185,6 +189,11 @@ async def test_metrics_exposes_the_observations_with_their_labels(server: Health
     assert value(pending, "scheduler_pending_pods", queue="gated") == 2
     assert value(pending, "scheduler_pending_pods", queue="backoff") == 0
     assert value(pending, "scheduler_pending_pods", queue="unschedulable") == 0
+
+    incoming = found["scheduler_queue_incoming_pods"]
+    total = "scheduler_queue_incoming_pods_total"
+    assert value(incoming, total, event="NodeAdd", queue="active") == 2
+    assert value(incoming, total, event="ScheduleAttemptFailure", queue="unschedulable") == 1
 
     preemptions = found["scheduler_preemption_attempts"]
     assert value(preemptions, "scheduler_preemption_attempts_total") == 2

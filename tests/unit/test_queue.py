@@ -186,7 +186,9 @@ async def test_an_event_during_the_attempt_that_cannot_help_leaves_it_unschedula
     queue.add(pending("p"))
     popped = await pop_now(queue)
     asked = []
-    queue.move(lambda pod, rejected_by: asked.append(rejected_by) or "Fit" not in rejected_by)
+    queue.move(
+        lambda pod, rejected_by: asked.append(rejected_by) or "Fit" not in rejected_by, "NodeAdd"
+    )
     queue.unschedulable(popped, frozenset({"Fit"}))
     assert asked == [frozenset({"Fit"})]
     assert queue.counts() == empty_counts(unschedulable=1)
@@ -399,7 +401,7 @@ async def test_requeue_moves_only_the_named_unschedulable_pods(
         queue.unschedulable(await pop_now(queue))
     assert queue.is_unschedulable(pending("a").uid)
     clock.advance(20)  # past the backoff
-    assert queue.requeue(frozenset({pending("a").uid, "unknown"})) == 1
+    assert queue.requeue(frozenset({pending("a").uid, "unknown"}), "PeriodicCheck") == 1
     assert (await pop_now(queue)).name == "a"
     assert queue.counts() == empty_counts(unschedulable=1)
 
@@ -420,3 +422,28 @@ async def test_a_pod_taken_with_its_gang_is_in_flight_as_if_popped(
     queue.unschedulable(waiting)
     queue.done(gated.uid)
     assert queue.counts() == empty_counts(unschedulable=1)
+
+
+async def test_each_entry_is_counted_with_the_event_that_sent_the_pod(clock: FakeClock) -> None:
+    """kube-scheduler's scheduler_queue_incoming_pods_total: what brings pods back to be
+    tried, an event while in flight included."""
+    seen: list[tuple[str, str]] = []
+    queue = SchedulingQueue(1.0, 10.0, clock=clock, incoming=lambda e, q: seen.append((e, q)))
+    queue.add(pending("p"))
+    queue.unschedulable(await pop_now(queue), frozenset({"Fit"}))
+    queue.move(lambda pod, rejected_by: True, "NodeAdd")  # in its backoff still
+    clock.advance(1)
+    popped = await pop_now(queue)
+    queue.move(lambda pod, rejected_by: True, "AssignedPodDelete")  # while in flight
+    queue.unschedulable(popped, frozenset({"Fit"}))
+    clock.advance(300)
+    queue.flush_unschedulable_leftovers()  # in backoff: nothing unschedulable is left
+    assert seen == [
+        ("PodAdd", "active"),
+        ("ScheduleAttemptFailure", "unschedulable"),
+        ("NodeAdd", "backoff"),
+        ("BackoffComplete", "active"),
+        ("AssignedPodDelete", "backoff"),
+    ]
+    await pop_now(queue)
+    assert seen[-1] == ("BackoffComplete", "active")

@@ -354,9 +354,44 @@ async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod(
     assert plugin.period() == 1.0, "a pod the room passed over waits a second at most"
     loop.parts.events.on_pod("DELETED", berth_pod(tried, "1", namespace="a"))
     assert plugin.retry_now(loop.queue.is_unschedulable) == {f"uid-a-{left}"}
-    loop.queue.requeue(frozenset({f"uid-a-{left}"}))
+    loop.queue.requeue(frozenset({f"uid-a-{left}"}), "CapacitySchedulingPeriodicCheck")
     await loop.attempt()
     assert ("bind", (left, "n2")) in loop.writer.calls
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+async def test_a_pod_only_evictions_admit_is_not_retried_for_room_a_pod_ahead_claims(
+    ahead: bool,
+) -> None:
+    """The quotas use all 10 cpu of their mins. a-big (2 cpu, a over its min) is refused:
+    evicting a-low, its one lower-priority pod, leaves 11 > 10. One cpu of b's goes:
+    a-low's cpu and the freed one together admit a-big, and alone it is tried again.
+    With c-small (1 cpu, of a quota with min 0) ahead of it in the queue, the room goes to
+    c-small and a-big waits (before, it was tried after every deletion near the sum of
+    mins and refused again after a dry run). Tried alone, it fails (n3 is too small for
+    it); a node added then does not bring it back: it holds no pod to evict."""
+    objects = [
+        pod("a-low", "1", namespace="a", node_name="n3", priority=-1),
+        berth_pod("a-big", "2", namespace="a", created=2),
+    ]
+    if ahead:
+        objects.append(berth_pod("c-small", "1", namespace="c", created=1))
+    loop = nine_of_ten(*objects)
+    loop.parts.events.on_custom("ElasticQuota")("ADDED", cpu_quota("c", "0", "2"))
+    for _ in objects[1:]:
+        await loop.attempt()
+    refusals = loop.writer.events("FailedScheduling")
+    assert all("total ElasticQuota used is more than Min" in r for r in refusals), refusals
+    assert loop.queue.is_unschedulable("uid-a-a-big")
+    loop.parts.events.on_pod("DELETED", pod("b-held2", "1", namespace="b", node_name="n2"))
+    assert loop.queue.is_unschedulable("uid-a-a-big") == ahead
+    if ahead:
+        assert not loop.queue.is_unschedulable("uid-c-c-small"), "the room reaches it"
+        return
+    await loop.attempt()  # a-low gone, its node n3 would still be too small for a-big
+    assert loop.queue.is_unschedulable("uid-a-a-big")
+    loop.parts.events.on_node("ADDED", node("n4", cpu="8"))
+    assert loop.queue.is_unschedulable("uid-a-a-big"), "a new node has nothing to evict"
 
 
 async def test_a_pod_within_its_min_is_retried_once_another_quota_borrows() -> None:
@@ -378,7 +413,7 @@ async def test_a_pod_within_its_min_is_retried_once_another_quota_borrows() -> N
     assert plugin.period() == 1.0
     assert plugin.retry_now(loop.queue.is_unschedulable) == {"uid-a-a-new"}
     assert not plugin.retry_now(loop.queue.is_unschedulable), "once per quota that lends"
-    loop.queue.requeue(frozenset({"uid-a-a-new"}))
+    loop.queue.requeue(frozenset({"uid-a-a-new"}), "CapacitySchedulingPeriodicCheck")
     await loop.attempt()
     evicted = [c[1] for c in loop.writer.calls if c[0] == "evict"]
     assert evicted, loop.writer.calls
@@ -546,6 +581,8 @@ async def test_a_pod_at_its_quota_max_comes_back_for_what_it_may_preempt() -> No
 
 
 async def test_a_quota_refusal_is_retried_when_the_quota_rules_change() -> None:
+    """Only its rules: the status and the runtime and request annotations the operator
+    writes back do not send the pod back."""
     profile = {
         "schedulerName": "berth-scheduler",
         "plugins": {"multiPoint": {"enabled": [{"name": "CapacityScheduling"}]}},
@@ -560,6 +597,13 @@ async def test_a_quota_refusal_is_retried_when_the_quota_rules_change() -> None:
     on_quota("ADDED", cpu_quota("a", "2", "2"))
     await loop.attempt()
     assert loop.queue.counts()["unschedulable"] == 1
+    written = cpu_quota("a", "2", "2", used="2")
+    written["metadata"]["annotations"] = {
+        "quota.scheduling.koordinator.sh/runtime": '{"cpu":"2"}',
+        "quota.scheduling.koordinator.sh/request": '{"cpu":"3"}',
+    }
+    on_quota("MODIFIED", written)
+    assert loop.queue.counts()["unschedulable"] == 1, "what Berth writes back is no rule"
     on_quota("MODIFIED", cpu_quota("a", "3", "3"))
     assert loop.queue.counts()["unschedulable"] == 0
     await loop.attempt()

@@ -27,6 +27,7 @@ from berth.scheduler.framework.clusterevents import (
     ClusterEvent,
     ClusterEventWithHint,
     QueueingHint,
+    event_label,
 )
 from berth.scheduler.framework.interface import Plugin
 from berth.scheduler.framework.runtime import Framework
@@ -220,7 +221,7 @@ class EventHandlers:
     def _requeue(self, event: ClusterEvent, old: Any, new: Any) -> None:
         if self.queue is None:
             return
-        self.queue.move(self._hints(event, old, new))
+        self.queue.move(self._hints(event, old, new), event_label(event))
 
     def _hints(
         self, event: ClusterEvent, old: Any, new: Any
@@ -263,7 +264,10 @@ class EventHandlers:
 
     def forgotten(self, pod: PodInfo) -> None:
         """A pod assumed on a node was forgotten (its binding failed): its room is free."""
-        self._requeue(ClusterEvent(POD, ActionType.DELETE), pod, None)
+        if self.queue is None:
+            return
+        hints = self._hints(ClusterEvent(POD, ActionType.DELETE), pod, None)
+        self.queue.move(hints, "AssumedPodForget")
 
     def unnominated(self, pod: PodInfo) -> None:
         """A pending pod's nomination was dropped: the room and quota it held are free for
@@ -272,7 +276,8 @@ class EventHandlers:
             return
         hints = self._hints(ClusterEvent(POD, ActionType.DELETE), pod, None)
         self.queue.move(
-            lambda other, rejected_by: other.uid != pod.uid and hints(other, rejected_by)
+            lambda other, rejected_by: other.uid != pod.uid and hints(other, rejected_by),
+            "NominationDropped",
         )
 
 

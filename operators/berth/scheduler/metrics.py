@@ -97,6 +97,17 @@ class SchedulerMetrics:
             buckets=VICTIM_BUCKETS,
             registry=self.registry,
         )
+        self.queue_incoming_pods = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Pods entering a scheduling queue ('active', 'backoff', 'unschedulable'), by "
+            "the event that sent them: 'PodAdd', 'ScheduleAttemptFailure', "
+            "'BackoffComplete', 'UnschedulableTimeout', a cluster event ('NodeAdd', "
+            "'AssignedPodDelete', ...), or Berth's own ('NominationDropped', "
+            "'AssumedPodForget', '<plugin>PeriodicCheck').",
+            ["event", "queue"],
+            registry=self.registry,
+        )
+        self._incoming: dict[tuple[str, str], Counter] = {}
         self.podgroup_attempts = Counter(
             "scheduler_podgroup_schedule_attempts_total",
             "Attempts to place a pod group (a gang) whole: 'scheduled' when at least its "
@@ -170,6 +181,16 @@ class SchedulerMetrics:
         self.preemption_attempts.inc()
         if victims is not None:
             self.preemption_victims.observe(victims)
+
+    def observe_incoming(self, event: str, queue: str) -> None:
+        """Count a pod entering ``queue`` on ``event`` (each pod on each entry: the
+        labelled child is kept)."""
+        child = self._incoming.get((event, queue))
+        if child is None:
+            child = self._incoming[(event, queue)] = self.queue_incoming_pods.labels(
+                event=event, queue=queue
+            )
+        child.inc()
 
     def observe_periodic_retries(self, plugin: str, pods: int) -> None:
         """Count pods a periodic check sent back to be tried."""

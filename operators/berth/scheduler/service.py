@@ -62,7 +62,9 @@ class Scheduler:
         self.metrics = metrics
         self.api = ApiWriter(api)
         self.queue = SchedulingQueue(
-            config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds
+            config.pod_initial_backoff_seconds,
+            config.pod_max_backoff_seconds,
+            incoming=None if metrics is None else metrics.observe_incoming,
         )
         connection = config.client_connection
         self.writer = Writer(api, "berth-scheduler", connection.qps, connection.burst)
@@ -296,7 +298,7 @@ class Scheduler:
         except Exception:
             logger.exception("periodic check failed", namespace=None, profile=profile)
             return
-        moved = self.queue.requeue(uids)
+        moved = self.queue.requeue(uids, f"{type(plugin).__name__}PeriodicCheck")
         if moved and self.metrics is not None:
             self.metrics.observe_periodic_retries(type(plugin).__name__, moved)
 

@@ -90,3 +90,30 @@ class ClusterEventWithHint:
 def on(resource: str, action: ActionType, hint: QueueingHint | None = None) -> ClusterEventWithHint:
     """Shorthand for plugins' ``events_to_register``."""
     return ClusterEventWithHint(ClusterEvent(resource, action), hint)
+
+
+# kube-scheduler's labels for the events of its scheduler_queue_incoming_pods_total.
+_CHANGE_LABELS = {
+    ActionType.UPDATE_NODE_ALLOCATABLE: "NodeAllocatableChange",
+    ActionType.UPDATE_NODE_LABEL: "NodeLabelChange",
+    ActionType.UPDATE_NODE_TAINT: "NodeTaintChange",
+    ActionType.UPDATE_NODE_CONDITION: "NodeConditionChange",
+    ActionType.UPDATE_NODE_UNSCHEDULABLE: "NodeSpecUnschedulableChange",
+    ActionType.UPDATE_POD_LABEL: "AssignedPodUpdate",
+    ActionType.UPDATE_POD_SCALE_DOWN: "AssignedPodUpdate",
+    ActionType.UPDATE_POD_TOLERATION: "AssignedPodUpdate",
+}
+
+
+def event_label(event: ClusterEvent) -> str:
+    """The event's name in the queue's metric: ``NodeAdd``, ``AssignedPodDelete``,
+    ``NodeTaintChange``, ``ReservationUpdate`` and so on."""
+    subject = "AssignedPod" if event.resource == POD else event.resource
+    if event.action & ActionType.ADD:
+        return f"{subject}Add"
+    if event.action & ActionType.DELETE:
+        return f"{subject}Delete"
+    for action, label in _CHANGE_LABELS.items():
+        if event.action & action:
+            return label
+    return f"{subject}Update"

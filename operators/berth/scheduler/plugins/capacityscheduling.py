@@ -47,6 +47,8 @@ from berth.quota.ledger import QuotaLedger, Rejection
 from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
 from berth.quota.reservedobjects import quota_group_namespace, reserved_quota_objects
 from berth.quota.tree import (
+    ANNOTATION_REQUEST,
+    ANNOTATION_RUNTIME,
     LABEL_NAME,
     PREFIX,
     QuotaTree,
@@ -158,10 +160,13 @@ ByPriority = dict[int, Resources]
 @dataclass(frozen=True)
 class Room:
     """The pods refused by their flat quota that the room admits now: ``winners`` as it
-    is shared out in queue order, ``passed`` those it admits alone but does not reach."""
+    is shared out in queue order, ``passed`` those it admits alone but does not reach;
+    ``stuck`` those that neither it nor one node's evictions would admit once the pods
+    before them in the queue claimed their part."""
 
     winners: frozenset[str]
     passed: frozenset[str]
+    stuck: frozenset[str] = frozenset()
 
     def admits(self, uid: str) -> bool:
         return uid in self.winners or uid in self.passed
@@ -294,9 +299,9 @@ class CapacityScheduling(Plugin):
 
     def _frees_nominated(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A node deleted while quota pods were nominated to it: their share is free, for
-        the pods of a flat quota it now admits (with evictions, as after a deletion).
-        Retrying every refused pod on each such node deleted (one every few seconds
-        under churn) kept hundreds of pods no eviction could help coming back."""
+        the pods of a flat quota it now admits, shared out as after a deletion. Retrying
+        every refused pod on each such node deleted (one every few seconds under churn)
+        kept hundreds of pods no eviction could help coming back."""
         meta = (old.get("metadata") or {}) if isinstance(old, dict) else {}
         name = meta.get("name")
         event = f"{name} {meta.get('resourceVersion')}"
@@ -310,22 +315,31 @@ class CapacityScheduling(Plugin):
             self._nominations_gone = (event, held)
         if not self._nominations_gone[1]:
             return False
-        return self._tree_decides(pod) or self._admissible(pod)
+        if self._tree_decides(pod):
+            return True
+        return self._admissible(pod) and self._reached(pod, f"node {event}")
 
     def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A node added or grown: a tree's root hands down what the cluster has; a flat
-        quota's refusal turns round only by evictions, for which the node may be room (a
-        pod its quota admits as it stands waits for the deletion that made the room, which
-        shares it out). Under churn nodes come and go every second: retrying every refused
-        pod on each kept the queue from the pods that could be placed (beside a tree, a
-        flat quota's pods too, until the tree's rule was kept to the tree's pods)."""
+        quota's refusal turns round only by evictions, on the node the pod then runs on:
+        a node grown may now hold it beside the pods that stay, a node added holds nothing
+        to evict (a pod its quota admits as it stands waits for the deletion that made the
+        room, which shares it out). Under churn nodes come and go every second: retrying
+        every refused pod on each kept the queue from the pods that could be placed (beside
+        a tree, a flat quota's pods too, until the tree's rule was kept to the tree's
+        pods; then every pod one node's evictions could admit, each with a dry run)."""
         self._refresh_quotas()
         if self._tree_decides(pod):
             return True
+        if old is None:
+            return False  # a new node holds no pod to evict: it never admits a quota's pod
         # Room for a pod its quota admits comes from deletions, which share it out.
         meta = (new.get("metadata") or {}) if isinstance(new, dict) else {}
         event = f"node {meta.get('name')} {meta.get('resourceVersion')}"
-        return self._admissible(pod) and not self._room(event).admits(pod.uid)
+        if not self._admissible(pod):
+            return False
+        room = self._room(event)
+        return not room.admits(pod.uid) and pod.uid not in room.stuck
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: to a pod of a
@@ -337,17 +351,27 @@ class CapacityScheduling(Plugin):
         Retrying every refused pod on every deletion keeps the queue busy with pods nothing
         helped, ahead of lower priorities: beside a tree, every deletion anywhere (quota-less
         and tree pods, a gang's members let go) retried every flat refusal, and in the long
-        churn new pods waited minutes for their first attempt."""
+        churn new pods waited minutes for their first attempt. A pod only evictions admit
+        is tried only if they would beside what the room's winners claim: each deletion
+        near the sum of mins sent back every pod one node's victims and the freed room
+        together admitted, the winners took the room, and each was refused again after a
+        dry run, every ten seconds for minutes."""
         self._refresh_quotas()
         if not isinstance(old, PodInfo) or self.tree.outside_limited() or self._tree_decides(pod):
             return True
         if self.ledger.quota_of(old.namespace) is None or not self._admissible(pod):
             return False
-        room = self._room(old.uid)
+        return self._reached(pod, old.uid)
+
+    def _reached(self, pod: PodInfo, event: str) -> bool:
+        """Whether the room an event freed reaches the pod, or evictions would admit it
+        beside what the pods before it claim (its dry run may now). A pod the room admits
+        but does not reach waits for the periodic check."""
+        room = self._room(event)
         if pod.uid in room.passed:
             self._passed_over.add(pod.uid)
             return False
-        return True  # the room reaches it, or only evictions admit it (its dry run may now)
+        return pod.uid not in room.stuck
 
     def _tree_decides(self, pod: PodInfo) -> bool:
         """Whether a quota tree's rules decide for the pod (labels the tree refuses count:
@@ -389,6 +413,7 @@ class CapacityScheduling(Plugin):
         claimed: Resources = {}
         winners: set[str] = set()
         passed: set[str] = set()
+        stuck: set[str] = set()
         # Claims only grow: a demand the room refused once it refuses for every later pod
         # with the same one (namespace, priority, request), which is then only looked up.
         lost: dict[tuple[Any, ...], bool] = {}  # -> whether the room alone admits it
@@ -411,19 +436,31 @@ class CapacityScheduling(Plugin):
                 alone = lost[key] = check(demand.quota, request, *demand.nominated) is None
             if alone:
                 passed.add(other.uid)
-        room = Room(frozenset(winners), frozenset(passed))
+            elif not self._admissible(other, claimed_in.get(other.namespace, {}), claimed):
+                stuck.add(other.uid)
+        room = Room(frozenset(winners), frozenset(passed), frozenset(stuck))
         self._rooms = (event, room)
         return room
 
-    def _admissible(self, pod: PodInfo) -> bool:
+    def _admissible(
+        self, pod: PodInfo, claimed_in: Resources | None = None, claimed: Resources | None = None
+    ) -> bool:
         """Whether the pod's flat quota admits it now with every pod it may evict on some
         one node gone (a preemption evicts on one node: a quota that only the victims of
-        two nodes together would satisfy refuses every dry run). Pending pods alike
-        (quota, priority, request, nominations, the reservations they own) share one
-        answer until the accounting changes: a deletion asks it of every waiting pod."""
+        two nodes together would satisfy refuses every dry run), beside what pods before it
+        claim (``claimed_in`` its quota, ``claimed`` all quotas). Pending pods alike
+        (quota, priority, request, nominations and claims, the reservations they own)
+        share one answer until the accounting changes: a deletion asks it of every waiting
+        pod."""
         demand = self.demand(pod)
         if pod.reservation is not None or demand is None:
             return True
+        if claimed:
+            demand = replace(
+                demand,
+                nominated_in_quota=_sum(demand.nominated_in_quota, claimed_in or {}),
+                nominated_total=_sum(demand.nominated_total, claimed),
+            )
         versions = (self._accounting_version, self._quotas_version)
         if self._admissible_versions != versions:
             self._admissible_versions = versions
@@ -1224,16 +1261,23 @@ class QuotaVictims:
 
 def _quota_rules_changed(pod: PodInfo, old: Any, new: Any) -> bool:
     """An ElasticQuota update helps only when what the scheduler reads changed (spec, tree
-    labels and annotations): the operator's ``status.used`` writes, one per change of the
-    pods, never turn a refusal around (the ledger counts the pods themselves)."""
+    labels and annotations): the operator's writes, ``status.used`` on each change of the
+    pods and a tree quota's runtime and request annotations, never turn a refusal around
+    (the scheduler counts the pods and works the tree out itself). The annotations sent
+    every flat refusal back several times a second in the churn."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return True
     return _rules(old) != _rules(new)
 
 
+WRITTEN_BACK = (ANNOTATION_RUNTIME, ANNOTATION_REQUEST)
+
+
 def _rules(quota: dict[str, Any]) -> tuple[Any, ...]:
     meta = quota.get("metadata") or {}
-    return quota.get("spec"), meta.get("labels"), meta.get("annotations")
+    annotations = meta.get("annotations") or {}
+    read = {k: v for k, v in annotations.items() if k not in WRITTEN_BACK}
+    return quota.get("spec"), meta.get("labels") or {}, read
 
 
 def _over_text(used: Resources, limit: Resources) -> str:

@@ -29,6 +29,15 @@ from berth.scheduler.cache.podinfo import PodInfo
 UNSCHEDULABLE_TIMEOUT = 300.0
 # Whether a cluster event may help a pod, given the plugins that rejected it.
 Helps = Callable[[PodInfo, frozenset[str]], bool]
+# (event, queue) of a pod entering a queue: kube-scheduler's
+# scheduler_queue_incoming_pods_total, which shows what sends pods back to be tried.
+Incoming = Callable[[str, str], None]
+
+POD_ADD = "PodAdd"
+POD_UPDATE = "PodUpdate"
+ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+BACKOFF_COMPLETE = "BackoffComplete"
+UNSCHEDULABLE_TIMEOUT_EVENT = "UnschedulableTimeout"
 
 
 @dataclass
@@ -50,8 +59,10 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         share: Callable[[PodInfo], float] | None = None,
+        incoming: Incoming | None = None,
     ) -> None:
         self.initial_backoff = initial_backoff
+        self.incoming = incoming
         self.max_backoff = max_backoff
         self.clock = clock
         self.share = share
@@ -63,9 +74,9 @@ class SchedulingQueue:
         self._unschedulable: set[str] = set()
         self._gated: set[str] = set()
         self._in_flight: set[str] = set()
-        # The events that arrived while each pod was in flight (their ``helps``): when the
-        # attempt fails, those that may help the pod, rejected as it was, send it back.
-        self._in_flight_events: dict[str, list[Helps]] = {}
+        # The events that arrived while each pod was in flight (label and ``helps``): when
+        # the attempt fails, those that may help the pod, rejected as it was, send it back.
+        self._in_flight_events: dict[str, list[tuple[str, Helps]]] = {}
         self._seq = itertools.count()
         self._wake = asyncio.Event()
 
@@ -89,13 +100,13 @@ class SchedulingQueue:
             return
         if pod.uid in self._gated:
             self._gated.discard(pod.uid)
-            self._push_active(entry)
+            self._push_active(entry, POD_UPDATE)
         elif pod.uid in self._unschedulable:
             if changed:
                 self._unschedulable.discard(pod.uid)
-                self._to_backoff_or_active(entry)
+                self._to_backoff_or_active(entry, POD_UPDATE)
         elif pod.uid not in self._active_set and pod.uid not in self._backoff_set:
-            self._push_active(entry)
+            self._push_active(entry, POD_ADD)
 
     def delete(self, uid: str) -> None:
         """The pod was deleted or bound elsewhere: forget it."""
@@ -122,7 +133,7 @@ class SchedulingQueue:
                         entry = self._entries[uid]
                         entry.share = self.share(entry.pod)
                         if entry.share != key[1]:
-                            self._push_active(entry)
+                            self._push_active(entry, "")
                             continue
                     self._active_set.discard(uid)
                     self._in_flight.add(uid)
@@ -158,11 +169,13 @@ class SchedulingQueue:
         if entry is None:
             return
         entry.rejected_by = rejected_by
-        if any(helps(entry.pod, rejected_by) for helps in events):
-            self._to_backoff_or_active(entry)
-        else:
-            entry.since = self.clock()
-            self._unschedulable.add(pod.uid)
+        for event, helps in events:
+            if helps(entry.pod, rejected_by):
+                self._to_backoff_or_active(entry, event)
+                return
+        entry.since = self.clock()
+        self._unschedulable.add(pod.uid)
+        self._count(ATTEMPT_FAILURE, "unschedulable")
 
     def wait_out(self, pod: PodInfo, seconds: float) -> None:
         """Not tried for ``seconds`` (or its own backoff, if longer), then tried whatever
@@ -170,13 +183,13 @@ class SchedulingQueue:
         entry = self._finish_attempt(pod)
         if entry is not None:
             entry.ready_at = max(entry.ready_at, entry.queued_at + seconds)
-            self._to_backoff_or_active(entry)
+            self._to_backoff_or_active(entry, ATTEMPT_FAILURE)
 
     def retry(self, pod: PodInfo) -> None:
         """An error (binding failed, API trouble): try again after the backoff."""
         entry = self._finish_attempt(pod)
         if entry is not None:
-            self._to_backoff_or_active(entry)
+            self._to_backoff_or_active(entry, ATTEMPT_FAILURE)
 
     def _finish_attempt(self, pod: PodInfo) -> _Entry | None:
         self._in_flight.discard(pod.uid)
@@ -194,32 +207,32 @@ class SchedulingQueue:
 
     # -- cluster events ----------------------------------------------------------------
 
-    def move_all(self) -> None:
+    def move_all(self, event: str = "WildCardEvent") -> None:
         """Something changed that may help any pod: unschedulable pods go back to be tried."""
-        self.move(lambda _pod, _rejected_by: True)
+        self.move(lambda _pod, _rejected_by: True, event)
 
-    def move(self, helps: Helps) -> None:
-        """A cluster event: the unschedulable pods it may help (``helps`` of the pod and the
-        plugins that rejected it) go back to be tried. For pods in flight it is kept, and
-        asked once their attempt fails."""
+    def move(self, helps: Helps, event: str) -> None:
+        """A cluster event (``event`` names it for the metric): the unschedulable pods it
+        may help (``helps`` of the pod and the plugins that rejected it) go back to be
+        tried. For pods in flight it is kept, and asked once their attempt fails."""
         for uid in self._in_flight:
-            self._in_flight_events.setdefault(uid, []).append(helps)
+            self._in_flight_events.setdefault(uid, []).append((event, helps))
         for uid in list(self._unschedulable):
             entry = self._entries[uid]
             if helps(entry.pod, entry.rejected_by):
                 self._unschedulable.discard(uid)
-                self._to_backoff_or_active(entry)
+                self._to_backoff_or_active(entry, event)
 
     def is_unschedulable(self, uid: str) -> bool:
         return uid in self._unschedulable
 
-    def requeue(self, uids: frozenset[str]) -> int:
-        """These unschedulable pods go back to be tried (a periodic check found them worth
-        another attempt); returns how many did."""
+    def requeue(self, uids: frozenset[str], event: str) -> int:
+        """These unschedulable pods go back to be tried (a periodic check, ``event``, found
+        them worth another attempt); returns how many did."""
         moved = 0
         for uid in sorted(uids & self._unschedulable):
             self._unschedulable.discard(uid)
-            self._to_backoff_or_active(self._entries[uid])
+            self._to_backoff_or_active(self._entries[uid], event)
             moved += 1
         return moved
 
@@ -230,11 +243,16 @@ class SchedulingQueue:
             entry = self._entries[uid]
             if now - entry.since >= UNSCHEDULABLE_TIMEOUT:
                 self._unschedulable.discard(uid)
-                self._to_backoff_or_active(entry)
+                self._to_backoff_or_active(entry, UNSCHEDULABLE_TIMEOUT_EVENT)
 
     # -- internals ---------------------------------------------------------------------
 
-    def _push_active(self, entry: _Entry) -> None:
+    def _count(self, event: str, queue: str) -> None:
+        if self.incoming is not None and event:
+            self.incoming(event, queue)
+
+    def _push_active(self, entry: _Entry, event: str) -> None:
+        self._count(event, "active")
         pod = entry.pod
         self._active_set.add(pod.uid)
         # Within one clock tick, pods back from an attempt go after first-time pods.
@@ -250,13 +268,14 @@ class SchedulingQueue:
         heapq.heappush(self._active, key)
         self._wake.set()
 
-    def _to_backoff_or_active(self, entry: _Entry) -> None:
+    def _to_backoff_or_active(self, entry: _Entry, event: str) -> None:
         if entry.ready_at > self.clock():
+            self._count(event, "backoff")
             self._backoff_set.add(entry.pod.uid)
             heapq.heappush(self._backoff, (entry.ready_at, next(self._seq), entry.pod.uid))
             self._wake.set()
         else:
-            self._push_active(entry)
+            self._push_active(entry, event)
 
     def _flush_backoff(self) -> None:
         now = self.clock()
@@ -264,7 +283,7 @@ class SchedulingQueue:
             _, _, uid = heapq.heappop(self._backoff)
             if uid in self._backoff_set:
                 self._backoff_set.discard(uid)
-                self._push_active(self._entries[uid])
+                self._push_active(self._entries[uid], BACKOFF_COMPLETE)
 
     def counts(self) -> dict[str, int]:
         return {

@@ -234,19 +234,23 @@ async def berth_record(berth: BerthRun, line: str) -> str:
 
 
 async def berth_figures(berth: BerthRun) -> str:
-    """Berth's attempts by result, and how late each of its watches ran (per kind, the
-    share of events handled within each bound), from its metrics; empty if it cannot
-    answer."""
+    """Berth's attempts by result, what sent pods back to be tried (the most frequent
+    events), and how late each of its watches ran (per kind, the share of events handled
+    within each bound), from its metrics; empty if it cannot answer."""
     health = _health(berth)
     text = await _get(f"{health}/metrics", lambda answer: answer.text()) if health else None
     if text is None:
         return ""
     attempts: Counter[str] = Counter()
+    retried: Counter[str] = Counter()
     buckets: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "scheduler_schedule_attempts_total":
                 attempts[sample.labels["result"]] += int(sample.value)
+            elif sample.name == "scheduler_queue_incoming_pods_total":
+                if sample.labels["queue"] != "unschedulable":
+                    retried[sample.labels["event"]] += int(sample.value)
             elif sample.name == "berth_scheduler_watch_delay_seconds_bucket":
                 buckets[sample.labels["kind"]].append((sample.labels["le"], sample.value))
     watches = []
@@ -255,7 +259,8 @@ async def berth_figures(berth: BerthRun) -> str:
         if total:
             within = ", ".join(f"{b} s {v / total:.1%}" for b, v in counts if b != "+Inf")
             watches.append(f"{kind} events {total:.0f}, handled within {within}")
-    return "; ".join([f"attempts {dict(attempts)}", *watches])
+    sent = ", ".join(f"{event} {count}" for event, count in retried.most_common(8))
+    return "; ".join([f"attempts {dict(attempts)}", f"queued by {sent}", *watches])
 
 
 def _health(berth: BerthRun) -> str | None:
@@ -427,7 +432,7 @@ async def churned(
     async def judge() -> None:
         while not stop.is_set():
             snap = await outcome.look(api, namespaces)
-            outcome.node_load.seen(snap.pods)
+            outcome.node_load.seen(snap.pods, snap.jobs)
             found = outcome.judge(snap)
             # The first few explain a run; each asks Berth twice and reads its log, which
             # hundreds of reports a second would turn into load of their own.

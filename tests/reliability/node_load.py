@@ -22,6 +22,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.reliability.migration_invariants import TERMINAL_JOB
 from tests.reliability.objects import Obj, requests_of
 
 NODE_METRIC = ("slo.koordinator.sh", "v1alpha1", "nodemetrics")
@@ -29,9 +30,9 @@ MERGE = "application/merge-patch+json"
 REPORT_SECONDS = 4.0
 SYSTEM_M = 100  # every node's system share, millicores
 SPIKE_M = 7000  # a hot node's system share: 87.5% of 8 cpu, whatever its pods
-SPIKE_EVERY = 40.0
+SPIKE_EVERY = 30.0
 SPIKE_SECONDS = 20.0
-FIRST_SPIKE = 8.0  # seconds into the load: a short churn sees one
+FIRST_SPIKE = 8.0  # seconds into the load: a short churn (45 s) sees two
 USED = Decimal("0.1")  # of each pod's cpu request
 
 
@@ -46,6 +47,7 @@ class NodeLoad:
     hot: str | None = None
     _calm: asyncio.Event = field(default_factory=asyncio.Event)
     _seen: list[Obj] = field(default_factory=list)
+    _migrating: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.custom = CustomObjectsApi(self.api)
@@ -74,10 +76,16 @@ class NodeLoad:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), REPORT_SECONDS)
 
-    def seen(self, pods: list[Obj]) -> None:
-        """The pods as the checker's latest look listed them: an agent's view as old as
-        that look, with no list of its own (thousands of pods every round would be load
-        of their own on the API server)."""
+    def seen(self, pods: list[Obj], jobs: list[Obj]) -> None:
+        """The pods and migration jobs as the checker's latest look listed them: an
+        agent's view as old as that look, with no list of its own (thousands of pods every
+        round would be load of their own on the API server)."""
+        self._migrating = {
+            (ref.get("namespace") or "", ref.get("name") or "")
+            for job in jobs
+            if (job.get("status") or {}).get("phase") not in TERMINAL_JOB
+            for ref in [(job.get("spec") or {}).get("podRef") or {}]
+        }
         self._seen = [
             p
             for p in pods
@@ -87,12 +95,14 @@ class NodeLoad:
         ]
 
     def _pick(self) -> str | None:
-        """A steady node running a ReplicaSet's pod: one the balancer has work on."""
+        """A steady node running a ReplicaSet's pod no migration job moves yet: one the
+        balancer has work on (it leaves a pod already moving alone)."""
         labels = self.workload_label.items()
         running = {
             p["spec"].get("nodeName")
             for p in self._seen
             if labels <= (p["metadata"].get("labels") or {}).items()
+            and key(p) not in self._migrating
         }
         candidates = sorted(self.steady & running)
         return self.rng.choice(candidates) if candidates else None

@@ -158,7 +158,7 @@ MUTATIONS = {
     "numa ignored": Mutation(disable("NodeResourceTopologyMatch"), "largest NUMA zone"),
     "numa pending ledger off": Mutation(numa_ledger_off, "largest NUMA zone"),
     # Load-aware placement: pods bound to a node its NodeMetric says is hot (node_load.py
-    # makes one so for 20 s every 40 s).
+    # makes one so for 20 s every 30 s).
     "load ignored": Mutation(disable("LoadAwareScheduling"), "while its NodeMetric said"),
     # A migration's pod evicted as its reservation is made: caught once the reservation
     # is placed a second or more after the eviction, or never.

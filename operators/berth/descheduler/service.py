@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+import orjson
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from berth import log
@@ -53,7 +53,7 @@ logger = log.get(__name__)
 
 
 async def _list(call: Any) -> list[Json]:
-    items: list[Json] = json.loads(await succeeded(call)).get("items") or []
+    items: list[Json] = orjson.loads(await succeeded(call)).get("items") or []
     return items
 
 

@@ -14,6 +14,9 @@ status and Koordinator's runtime/request annotations where they differ.
 
 from __future__ import annotations
 
+import asyncio
+import math
+import time
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +36,7 @@ from berth.quota.treestatus import PodSeen, desired_tree, pod_seen
 from berth.quota.usage import requests_if_counted
 
 PLURAL = "elasticquotas"
+TREE_MIN_GAP = 0.5
 TREE = "quota-tree"
 """The one key of the tree's indices and worker: the tree is decided as a whole."""
 
@@ -92,11 +96,19 @@ class QuotaTree:
         self.pods = pods
         self.nodes = nodes
         self.worker = Worker("elasticquota-tree", self.reconcile)
+        self._last = -math.inf
 
     def exists(self) -> bool:
         return bool(self.objects.get(TREE, ()))
 
     async def reconcile(self, key: str) -> datetime | None:
+        """The whole tree, at most once every ``TREE_MIN_GAP`` seconds: every pod event in
+        the cluster marks it, and under churn deciding it back to back took a tenth of the
+        process (the events meanwhile are all answered by the next decision)."""
+        wait = self._last + TREE_MIN_GAP - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._last = time.monotonic()
         allocatable: Resources = {}
         for node in self.nodes.get(TREE, ()):
             add(allocatable, node)

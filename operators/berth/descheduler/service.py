@@ -63,6 +63,11 @@ async def _settled(informers: tuple[Informer, ...], stop: asyncio.Event) -> None
             await asyncio.wait_for(stop.wait(), 0.1)
 
 
+def _custom_informer(custom: Any, group: str, version: str, plural: str) -> Informer:
+    call = functools.partial(custom.list_cluster_custom_object, group, version, plural)
+    return Informer(plural, call, _kept, drop_managed_fields=True)
+
+
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -86,22 +91,8 @@ class Balancer:
         self.pods = Informer(
             "pods", core.list_pod_for_all_namespaces, _kept, drop_managed_fields=True
         )
-        self.metrics = Informer(
-            "nodemetrics",
-            functools.partial(
-                custom.list_cluster_custom_object, METRIC_GROUP, METRIC_VERSION, "nodemetrics"
-            ),
-            _kept,
-            drop_managed_fields=True,
-        )
-        self.jobs = Informer(
-            "podmigrationjobs",
-            functools.partial(
-                custom.list_cluster_custom_object, GROUP, VERSION, "podmigrationjobs"
-            ),
-            _kept,
-            drop_managed_fields=True,
-        )
+        self.metrics = _custom_informer(custom, METRIC_GROUP, METRIC_VERSION, "nodemetrics")
+        self.jobs = _custom_informer(custom, GROUP, VERSION, "podmigrationjobs")
 
     async def run(self, stop: asyncio.Event) -> None:
         informers = (self.nodes, self.pods, self.metrics, self.jobs)

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -257,50 +257,91 @@ def owners_text(reservation: Reservation) -> str:
     return "; ".join(entries) or "no owner"
 
 
-OwnerScreen = tuple[frozenset[tuple[str, str]] | None, ...]
-"""Per owner entry, the labels its selector's ``matchLabels`` demand (None: none)."""
+OwnerKey = tuple[str, str]
+"""A fact an owner entry may demand of a pod: a label ``(key, value)``, or one of the pod's
+identity (``UID``, ``NAME``, ``NAMESPACE``, ``CONTROLLER`` with the value)."""
+UID: Final = "\0uid"
+NAME: Final = "\0name"
+NAMESPACE: Final = "\0namespace"
+CONTROLLER: Final = "\0controller"
+
+OwnerScreen = tuple[frozenset[OwnerKey] | None, ...]
+"""Per owner entry, the keys it surely demands (its selector's ``matchLabels``, its object
+reference's and controller's fields), None when it demands none of them."""
 
 
 def owner_screen(reservation: Reservation) -> OwnerScreen:
-    """What each owner entry demands of a pod's labels, for :func:`may_own`."""
-    return tuple(
-        frozenset(owner.label_selector.match_labels.items())
-        if owner.label_selector is not None and owner.label_selector.match_labels
-        else None
-        for owner in reservation.spec.owners
-    )
+    """What each owner entry demands of a pod's keys (:func:`owner_keys`), for
+    :func:`may_own`."""
+    return tuple(_demanded(owner) or None for owner in reservation.spec.owners)
 
 
-def may_own(screen: OwnerScreen, labels: frozenset[tuple[str, str]]) -> bool:
-    """False when the pod's labels lack what every owner entry demands: it is no owner.
+def _demanded(owner: ReservationOwner) -> frozenset[OwnerKey]:
+    keys: set[OwnerKey] = set()
+    if owner.object is not None:
+        ref = owner.object
+        keys |= {(k, v) for k, v in ((UID, ref.uid), (NAME, ref.name)) if v}
+        if ref.namespace:
+            keys.add((NAMESPACE, ref.namespace))
+    if owner.controller is not None:
+        wanted = owner.controller
+        keys.add((CONTROLLER, f"{wanted.kind}/{wanted.name}"))
+        if wanted.namespace:
+            keys.add((NAMESPACE, wanted.namespace))
+    if owner.label_selector is not None and owner.label_selector.match_labels:
+        keys |= set(owner.label_selector.match_labels.items())
+    return frozenset(keys)
+
+
+def owner_keys(pod: PodFacts) -> frozenset[OwnerKey]:
+    """The pod's labels and identity, as owner entries demand them."""
+    keys: set[OwnerKey] = set(pod.labels.items())
+    keys |= {(UID, pod.uid), (NAME, pod.name), (NAMESPACE, pod.namespace)}
+    for ref in pod.owner_references:
+        if ref.get("controller"):
+            keys.add((CONTROLLER, f"{ref.get('kind')}/{ref.get('name')}"))
+    return frozenset(keys)
+
+
+def may_own(screen: OwnerScreen, keys: frozenset[OwnerKey]) -> bool:
+    """False when the pod's keys lack what every owner entry demands: it is no owner.
     A set comparison per entry, so a pod can be screened against a thousand reservations
     in each attempt; True only says :func:`is_owner` must decide."""
-    return any(demanded is None or demanded <= labels for demanded in screen)
+    return any(demanded is None or demanded <= keys for demanded in screen)
+
+
+# Which demanded key an entry is filed under: the one fewest pods have.
+_SELECTIVE = {UID: 0, NAME: 1, CONTROLLER: 2, NAMESPACE: 4}
+
+
+def _filed_under(demanded: frozenset[OwnerKey]) -> OwnerKey:
+    return min(demanded, key=lambda k: (_SELECTIVE.get(k[0], 3), k))
 
 
 class OwnerIndex:
-    """The reservations a pod may own, found from its labels instead of asking each one:
-    every owner entry that demands labels is filed under one of them, so a reservation
-    the pod's labels could satisfy is among those filed under a label the pod has. Those
+    """The reservations a pod may own, found from its keys instead of asking each one:
+    every owner entry that demands keys is filed under one of them (the most selective:
+    a preemptor's reservation under its pod's uid or name, not under its namespace), so
+    a reservation the pod could own is among those filed under a key the pod has. Those
     with an entry that demands none are candidates for every pod."""
 
     def __init__(self, screens: Iterable[tuple[str, OwnerScreen]]) -> None:
         self.known: set[str] = set()
         self.everyone: set[str] = set()
-        self.by_label: dict[tuple[str, str], set[str]] = {}
+        self.by_key: dict[OwnerKey, set[str]] = {}
         for uid, screen in screens:
             self.known.add(uid)
             for demanded in screen:
                 if demanded is None:
                     self.everyone.add(uid)
                 else:
-                    self.by_label.setdefault(min(demanded), set()).add(uid)
+                    self.by_key.setdefault(_filed_under(demanded), set()).add(uid)
 
-    def candidates(self, labels: Iterable[tuple[str, str]]) -> set[str]:
-        """A superset of the known reservations :func:`may_own` passes for these labels."""
+    def candidates(self, keys: Iterable[OwnerKey]) -> set[str]:
+        """A superset of the known reservations :func:`may_own` passes for these keys."""
         found = set(self.everyone)
-        for label in labels:
-            found |= self.by_label.get(label, set())
+        for key in keys:
+            found |= self.by_key.get(key, set())
         return found
 
 

@@ -145,6 +145,23 @@ def test_finished_and_deleted_pods_stop_counting() -> None:
     assert used(env, "a") == 0
 
 
+def test_only_what_the_accounting_reads_changes_it() -> None:
+    """A status written (a condition, the kubelet's Running) leaves what every quota pod
+    could give back as it was: rebuilt on each pod event, it was a tenth of the scheduler
+    under churn. A pod finishing changes it."""
+    running = gpu_pod("a0", "a", node_name="n1")
+    env = cluster(running)
+    plugin = env.plugin("CapacityScheduling")
+    before = plugin.evictable()
+    running["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    env.events.on_pod("MODIFIED", running)
+    assert plugin.evictable() is before
+    running["status"]["phase"] = "Succeeded"
+    env.events.on_pod("MODIFIED", running)
+    assert plugin.evictable() is not before
+    assert used(env, "a") == 0
+
+
 def test_a_pod_being_preempted_no_longer_counts() -> None:
     preempted = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
     leaving = gpu_pod("a0", "a", node_name="n1", deleting=True, conditions=[preempted])

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from berth.api.reservation import Reservation
-from berth.reservation.matching import PodFacts, affinity_of, is_owner, may_own, owner_screen
+from berth.reservation.matching import (
+    OwnerIndex,
+    PodFacts,
+    affinity_of,
+    is_owner,
+    may_own,
+    owner_keys,
+    owner_screen,
+)
 from berth.reservation.preemption import preemption_reservation, reservation_name
 from berth.scheduler.config import ConfigError
 from berth.scheduler.framework.interface import CycleState
@@ -101,18 +109,33 @@ def test_owner_entries_are_ored_and_their_parts_anded() -> None:
 )  # fmt: skip
 def test_the_owner_screen_rules_out_only_pods_that_are_no_owner(owners: list[Json]) -> None:
     """The decision record screens a pod against every reservation by the labels their
-    owners' matchLabels demand: a pod it rules out must be no owner, and an owner by name
-    or by expressions alone is left to the full check."""
+    owners' matchLabels demand and the pod their object reference names: a pod it rules
+    out must be no owner, and an owner by expressions alone is left to the full check."""
     rsv = Reservation.model_validate(reservation("r", "1", owners=owners))
     screen = owner_screen(rsv)
     for labels in ({}, {"app": "web"}, {"app": "web", "tier": "a"}, {"app": "db"}, {"tier": "b"}):
         for name in ("p", "x"):
             pod_facts = facts(name=name, labels=labels)
             if is_owner(rsv, pod_facts):
-                assert may_own(screen, frozenset(labels.items())), (labels, name)
+                assert may_own(screen, owner_keys(pod_facts)), (labels, name)
     assert not may_own(owner_screen(rsv), frozenset()) or any(
-        "matchLabels" not in (o.get("labelSelector") or {}) for o in owners
+        not (o.get("labelSelector") or {}).get("matchLabels") and "object" not in o for o in owners
     )
+
+
+def test_a_preemptors_reservation_is_a_candidate_for_its_pod_alone() -> None:
+    """A preemptor's reservation names its pod: filed under the pod's uid, it is screened
+    out for every other pod of the namespace without asking it (hundreds of them were asked
+    on every refused attempt under churn)."""
+    owners = [{"object": {"namespace": "ns", "name": "p", "uid": "u-p"}}]
+    rsv = Reservation.model_validate(reservation("r", "1", owners=owners))
+    index = OwnerIndex([("r", owner_screen(rsv))])
+    mine = facts(name="p", uid="u-p")
+    other = facts(name="x", uid="u-x")
+    assert index.candidates(owner_keys(mine)) == {"r"}
+    assert index.candidates(owner_keys(other)) == set()
+    assert is_owner(rsv, mine)
+    assert not is_owner(rsv, other)
 
 
 def test_reservation_affinity_reads_name_and_selector() -> None:

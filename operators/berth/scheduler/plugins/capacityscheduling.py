@@ -69,6 +69,7 @@ from berth.quota.treeadmission import (
 )
 from berth.quota.usage import format_units
 from berth.reservation.matching import PodFacts, is_owner
+from berth.reservation.owners import ALLOCATED_ANNOTATION
 from berth.scheduler.cache.nodetable import Ints, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.framework.clusterevents import (
@@ -256,6 +257,7 @@ class CapacityScheduling(Plugin):
         self.tree = QuotaTree()
         # Bumped by anything that changes the tree's accounting, so its state is cached.
         self._accounting_version = 0
+        self._accounted: dict[str, tuple[Any, ...]] = {}  # uid -> what on_event last read
         self._tree_cache: tuple[tuple[int, int, tuple[tuple[str, int], ...]], TreeState] | None
         self._tree_cache = None
         self._admissible_versions = (-1, -1)
@@ -555,7 +557,16 @@ class CapacityScheduling(Plugin):
     def on_event(self, kind: str, event: str, pod: Any) -> None:
         """A pod being preempted no longer counts: its capacity is promised to the pod
         nominated in its place, which counts instead (a second preemptor must not evict
-        more to make room for the first)."""
+        more to make room for the first). An event that changes nothing the accounting
+        reads (a status written, a condition) changes nothing: each one rebuilt what every
+        quota pod could give back, for the next deletion's hints."""
+        if event == "DELETED":
+            self._accounted.pop(pod.uid, None)
+        else:
+            seen = _accounted(pod, pod.uid in self.leaving)
+            if self._accounted.get(pod.uid) == seen:
+                return
+            self._accounted[pod.uid] = seen
         self._accounting_version += 1
         if event == "DELETED":
             self.leaving.discard(pod.uid)
@@ -1257,6 +1268,21 @@ class QuotaVictims:
             f"ElasticQuota {quota.namespace}/{quota.name} uses "
             f"{_over_text(used, quota.min)}: over its min"
         )
+
+
+def _accounted(pod: PodInfo, leaving: bool) -> tuple[Any, ...]:
+    """What the quota accounting reads of a pod event: where it runs and what it asks,
+    its priority and namespace, whether it is leaving, the reservation it was placed in."""
+    return (
+        pod.namespace,
+        pod.node_name,
+        pod.occupies_node,
+        pod.preempted,
+        leaving,
+        pod.priority,
+        tuple(sorted(pod.requests.items())),
+        pod.annotations.get(ALLOCATED_ANNOTATION),
+    )
 
 
 def _quota_rules_changed(pod: PodInfo, old: Any, new: Any) -> bool:

@@ -52,6 +52,7 @@ from berth.reservation.matching import (
     exactly_matches,
     is_owner,
     may_own,
+    owner_keys,
     owner_screen,
     owners_text,
     tolerates,
@@ -255,7 +256,7 @@ class Reservation(Plugin):
         over unasked (one in twenty nodes holding one, matching every owner cost the
         installed profile a millisecond a pod at 5000 nodes)."""
         index = self._owner_index(self.handle.view.custom.get(RESERVATION, {}))
-        candidates = index.candidates(pod.labels.items())
+        candidates = index.candidates(owner_keys(facts(pod)))
         now = self.handle.clock()
         return [
             h
@@ -484,10 +485,10 @@ class Reservation(Plugin):
             affinity = affinity_of(pod.annotations)
         except AffinityError as err:
             return {"error": str(err)}
-        labels = frozenset(pod.labels.items())
+        keys = owner_keys(pod_facts)
         listed = self.handle.view.custom.get(RESERVATION, {})
         index = self._owner_index(listed)
-        candidates = index.candidates(labels)
+        candidates = index.candidates(keys)
 
         def concerns(reservation: ReservationObject, uid: str) -> bool:
             if affinity is not None and affinity.matches(reservation):
@@ -495,7 +496,7 @@ class Reservation(Plugin):
             if uid in index.known and uid not in candidates:
                 return False
             screen = self._screen_once(reservation)
-            return may_own(screen, labels) and is_owner(reservation, pod_facts)
+            return may_own(screen, keys) and is_owner(reservation, pod_facts)
 
         verdicts = []
         now = self.handle.clock()

@@ -8,9 +8,11 @@ the checker beside it, it shares no code with Berth: it re-derives each rule its
   eviction is accepted), by the first sample without the pod, and by the job's
   ``Eviction=True`` condition; when the reservation became Available is bounded from below
   by its ``Scheduled=True`` condition (written by the scheduler as it places it) and by the
-  last sample that showed it not yet placed. A reservation never seen placed was never
-  Available. Timestamps have one-second resolution, so a violation is reported only when
-  the reservation became Available a whole second or more after the eviction.
+  last sample that showed it not yet placed, less a second (a list may lag a moment behind
+  what the operator read). A reservation never seen placed was never Available, once a
+  sample taken a second after the eviction still shows it unplaced.
+  Timestamps have one-second resolution, so a violation is reported only when the
+  reservation became Available a whole second or more after the eviction.
 - **maxUnavailable**: while a workload (a pod's controller) has a job Running, no more of
   its pods are unavailable (desired replicas less its Running, Ready, not terminating
   pods) than Koordinator's default ``maxUnavailablePerWorkload`` allows (10% over ten
@@ -282,6 +284,15 @@ class MigrationHistory:
             if ref.get("name") and reservation is None:
                 continue  # made and gone between two samples: nothing to judge by
             available_from = None if reservation is None else available_at_earliest(reservation)
+            if available_from is None and (
+                reservation is not None
+                and (reservation.unplaced_at or 0.0) < evicted_by + RESOLUTION
+            ):
+                # Seen unplaced only up to a second after the eviction, by lists that may
+                # lag: one look showed the pod leaving and its reservation Pending, though
+                # the scheduler had placed it before the operator evicted (its log), and it
+                # was used up before the next look. The next look shows its Scheduled time.
+                continue
             if available_from is None or available_from >= evicted_by:
                 self.judged.add(name)
                 when = "never" if available_from is None else _clock(available_from)
@@ -388,5 +399,6 @@ def available_at_earliest(reservation: _ReservationTrace) -> float | None:
     was as far as the samples and its conditions show."""
     if reservation.scheduled_at is None and not reservation.placed_seen:
         return None
-    bounds = [b for b in (reservation.scheduled_at, reservation.unplaced_at) if b is not None]
+    unplaced = None if reservation.unplaced_at is None else reservation.unplaced_at - RESOLUTION
+    bounds = [b for b in (reservation.scheduled_at, unplaced) if b is not None]
     return max(bounds, default=float("-inf"))

@@ -141,11 +141,27 @@ def test_an_eviction_while_the_reservation_is_pending_is_found() -> None:
         sample(0, [job()], [reservation()], [pod("web-a")]),
         sample(1, [job(eviction="Evicting", eviction_at=1)], [reservation()], [pod("web-a")]),
         sample(2, [job(eviction="Evicting", eviction_at=1)], [reservation()], []),
+        sample(3, [job(eviction="Evicting", eviction_at=1)], [reservation()], []),
     )
     assert found == [
         "migration job: pod ns/web-a evicted by 00:00:02 before its reservation job was "
         "Available (from never)"
     ]
+
+
+def test_a_reservation_placed_and_used_up_between_two_looks_is_judged_by_its_condition() -> None:
+    """The look that first shows the pod leaving listed the reservation a moment before,
+    still Pending; it was placed, then taken by the replacement, before the next look,
+    which shows it Succeeded with its Scheduled time: before the eviction. (Judged on the
+    first look, it was reported as never Available.)"""
+    succeeded = reservation(scheduled_at=1)
+    succeeded["status"]["phase"] = "Succeeded"
+    found = play(
+        sample(0, [job()], [reservation()], [pod("web-a")]),
+        sample(2, [job(eviction="Evicting", eviction_at=2)], [reservation()], []),
+        sample(3, [job(phase="Succeeded")], [succeeded], [pod("web-b")]),
+    )
+    assert found == []
 
 
 def test_an_eviction_before_the_reservation_became_available_is_found() -> None:
@@ -185,6 +201,7 @@ def test_a_job_made_and_run_between_two_samples_is_judged_by_the_pod_seen_before
     found = play(
         sample(0, [], [], [pod("web-a")]),
         sample(1, [job(eviction="EvictComplete", eviction_at=1)], [reservation()], []),
+        sample(2, [job(eviction="EvictComplete", eviction_at=1)], [reservation()], []),
     )
     assert found == [
         "migration job: pod ns/web-a evicted by 00:00:01 before its reservation job was "

@@ -310,34 +310,42 @@ class Migrations:
     async def _workload(self, pod: Json, controller: Mapping[str, Any]) -> Workload:
         namespace = str((pod.get("metadata") or {}).get("namespace"))
         uid = str(controller.get("uid"))
-        listed = await _read(self.core.list_namespaced_pod(namespace, _preload_content=False))
+        spec = (await self._controller(namespace, controller) or {}).get("spec") or {}
+        # The pods its selector's labels name (a superset where it has expressions too),
+        # not every pod of the namespace: thousands under churn, at each arbitration.
+        labels = (spec.get("selector") or {}).get("matchLabels") or {}
+        narrowed = {"label_selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
+        listed = await _read(
+            self.core.list_namespaced_pod(
+                namespace, _preload_content=False, **(narrowed if labels else {})
+            )
+        )
         mine = [
             p
             for p in (listed or {}).get("items") or ()
             if (c := controller_of(p)) is not None and c.get("uid") == uid
         ]
         unavailable = frozenset(str(p["metadata"]["name"]) for p in mine if not _available(p))
-        replicas = await self._replicas(namespace, controller)
+        replicas = spec.get("replicas")
         return Workload(
             uid=uid,
             kind=str(controller.get("kind")),
             name=str(controller.get("name")),
-            replicas=len(mine) if replicas is None else replicas,
+            replicas=len(mine) if replicas is None else int(replicas),
             unavailable=unavailable,
         )
 
-    async def _replicas(self, namespace: str, controller: Mapping[str, Any]) -> int | None:
+    async def _controller(self, namespace: str, controller: Mapping[str, Any]) -> Json | None:
+        """The pod's controller, when it is a kind whose replicas Berth reads."""
         group, _, version = str(controller.get("apiVersion")).rpartition("/")
         plural = REPLICAS_PLURALS.get((group, str(controller.get("kind"))))
         if plural is None:
             return None
-        found = await _read(
+        return await _read(
             self.custom.get_namespaced_custom_object(
                 group, version, namespace, plural, controller.get("name"), _preload_content=False
             )
         )
-        replicas = ((found or {}).get("spec") or {}).get("replicas")
-        return None if replicas is None else int(replicas)
 
     # --- actions ---------------------------------------------------------------------------
 

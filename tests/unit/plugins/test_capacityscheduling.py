@@ -162,6 +162,22 @@ def test_only_what_the_accounting_reads_changes_it() -> None:
     assert used(env, "a") == 0
 
 
+def test_a_pending_pod_being_deleted_or_relabelled_changes_the_tree_accounting() -> None:
+    """A quota tree counts pending pods in its request, by their labels: a pending pod
+    being deleted, or moved to another quota by its labels, is a change to account."""
+    waiting = gpu_pod("a0", "a")
+    env = cluster(waiting)
+    plugin = env.plugin("CapacityScheduling")
+    before = plugin.tree_state()
+    waiting["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/name": "other"}
+    env.events.on_pod("MODIFIED", waiting)
+    relabelled = plugin.tree_state()
+    assert relabelled is not before
+    waiting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+    env.events.on_pod("MODIFIED", waiting)
+    assert plugin.tree_state() is not relabelled
+
+
 def test_a_pod_being_preempted_no_longer_counts() -> None:
     preempted = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
     leaving = gpu_pod("a0", "a", node_name="n1", deleting=True, conditions=[preempted])

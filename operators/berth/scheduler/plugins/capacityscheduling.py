@@ -1272,15 +1272,19 @@ class QuotaVictims:
 
 def _accounted(pod: PodInfo, leaving: bool) -> tuple[Any, ...]:
     """What the quota accounting reads of a pod event: where it runs and what it asks,
-    its priority and namespace, whether it is leaving, the reservation it was placed in."""
+    its priority, namespace and labels (its tree quota), whether it is pending, finished,
+    being deleted or leaving, the reservation it was placed in."""
     return (
         pod.namespace,
         pod.node_name,
         pod.occupies_node,
+        pod.terminal,
+        pod.deleting,
         pod.preempted,
         leaving,
         pod.priority,
         tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.labels.items())),
         pod.annotations.get(ALLOCATED_ANNOTATION),
     )
 

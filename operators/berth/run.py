@@ -241,7 +241,9 @@ def _components(
         ]
         decisions = scheduler.schedule_one.decisions
         metrics.watch(scheduler.view, decisions, lambda: [n.pending_ledger() for n in numa])
-        health.add_get(PATH, pod_decision_handler(decisions, lambda: scheduler.synced))
+        health.add_get(
+            PATH, pod_decision_handler(decisions, lambda: scheduler.synced, scheduler.queue.where)
+        )
         health.add_get(NODE_PATH, node_view_handler(scheduler.view, lambda: scheduler.synced))
         health.add_liveness(
             "scheduling loop",

@@ -252,6 +252,23 @@ async def test_the_route_serves_records_as_json_and_a_standby_answers_503(
     assert body["rejections"][0]["examples"] == ["n1"]
 
 
+async def test_a_pod_with_no_record_is_answered_with_where_it_waits() -> None:
+    """Never tried and its record gone read differently: the queue says where it is."""
+    places = {("ns", "a"): {"queue": "active", "attempts": 0, "waitingSeconds": 31.0}}
+    handler = pod_decision_handler(
+        DecisionLedger(), lambda: True, lambda ns, name: places.get((ns, name))
+    )
+    async with serving(PATH, handler) as base, aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/debug/pods/ns/a") as response:
+            assert response.status == 404
+            assert (await response.json()) == {
+                "error": "no decision recorded for pod ns/a",
+                "queued": places[("ns", "a")],
+            }
+        async with http.get(f"{base}/debug/pods/ns/b") as response:
+            assert (await response.json()) == {"error": "no decision recorded for pod ns/b"}
+
+
 async def test_the_node_route_shows_what_the_view_counts_there() -> None:
     """A node that looks free from outside while the scheduler refuses it: the route
     lists every pod the view counts on it (an assumed one, whose binding the watch has not

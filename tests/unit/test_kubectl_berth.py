@@ -71,6 +71,18 @@ def test_a_bound_pod_and_a_pod_without_record_are_one_clear_answer() -> None:
     assert "PodScheduled: 0/1 nodes" in text
 
 
+def test_a_pod_without_record_is_told_where_it_waits() -> None:
+    waiting = pod("q", "1")
+    behind = {"queue": "active", "attempts": 0, "waitingSeconds": 31.4, "ahead": 57}
+    text = why.no_record_report(waiting, behind)
+    assert text == (
+        "Pod default/q is pending with no decision recorded: it waits in the scheduling "
+        "queue behind 57 pod(s), for 31 s, 0 attempt(s) so far."
+    )
+    dropped = {"queue": "unschedulable", "attempts": 4, "waitingSeconds": 80.0}
+    assert "waits for a cluster event that could help it" in why.no_record_report(waiting, dropped)
+
+
 def quota_object(
     namespace: str, minimum: dict[str, str], maximum: dict[str, str], used: Any
 ) -> Any:

@@ -447,3 +447,33 @@ async def test_each_entry_is_counted_with_the_event_that_sent_the_pod(clock: Fak
     ]
     await pop_now(queue)
     assert seen[-1] == ("BackoffComplete", "active")
+
+
+async def test_where_says_the_area_attempts_and_pods_ahead(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """What a person asking about a pod with no decision yet is told: never tried and
+    behind others in the active queue reads differently from tried and waiting."""
+    for name, priority in (("a", 10), ("b", 0), ("c", 0)):
+        queue.add(pending(name, priority=priority))
+        clock.advance(1)
+    assert queue.where("default", "c") == {
+        "queue": "active",
+        "attempts": 0,
+        "waitingSeconds": 1.0,
+        "ahead": 2,
+    }
+    first = await pop_now(queue)
+    assert queue.where("default", first.name) == {
+        "queue": "in flight",
+        "attempts": 0,
+        "waitingSeconds": 3.0,
+    }
+    queue.unschedulable(first)
+    assert queue.where("default", "a") == {
+        "queue": "unschedulable",
+        "attempts": 1,
+        "waitingSeconds": 0.0,
+    }
+    assert queue.where("default", "c")["ahead"] == 1  # type: ignore[index]
+    assert queue.where("default", "gone") is None

@@ -18,8 +18,9 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.kube.write import NotFound
+from berth.kube.write import Conflict, NotFound
 from berth.reservation.owners import ALLOCATED_ANNOTATION
+from berth.reservation.preemption import reservation_name
 from berth.scheduler.assembly import Assembly, assemble
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.reservations import template_pod
@@ -48,6 +49,8 @@ class RecordingWriter:
         self.refuse_bind = False
         self.before_evict: Callable[[PodInfo], None] | None = None
         self.gone: set[str] = set()  # pods deleted from the API server: writes meet 404
+        self.reservations: dict[str, Json] = {}  # by name, as the API server keeps them
+        self.refuse_status = False  # reservation status writes meet 409
 
     async def bind(self, pod: PodInfo, node: str) -> None:
         if self.refuse_bind:
@@ -64,6 +67,8 @@ class RecordingWriter:
         resource_version: str | None = None,
         still: Callable[[Json], bool] | None = None,
     ) -> None:
+        if self.refuse_status:
+            raise Conflict(status=409, reason="Conflict")
         self.calls.append(("reservation_status", (name, status)))
         self.versions.append(resource_version)
 
@@ -74,9 +79,23 @@ class RecordingWriter:
         self.calls.append(("pod_group_scheduled", (group["metadata"]["name"], condition)))
 
     async def create_reservation(self, body: Json) -> Json:
-        created = {**body, "metadata": {**body["metadata"], "uid": "rsv-made"}}
+        name = body["metadata"]["name"]
+        if name in self.reservations:
+            self.calls.append(("create_reservation refused", name))
+            raise Conflict(status=409, reason="AlreadyExists")
+        uid = "rsv-made" if "create_reservation" not in [c[0] for c in self.calls] else "rsv-2"
+        created = {**body, "metadata": {**body["metadata"], "uid": uid}}
         self.calls.append(("create_reservation", created))
+        self.reservations[name] = created
         return created
+
+    async def read_reservation(self, name: str) -> Json | None:
+        return self.reservations.get(name)
+
+    async def delete_reservation(self, name: str, uid: str) -> None:
+        self.calls.append(("delete_reservation", (name, uid)))
+        if self.reservations.get(name, {}).get("metadata", {}).get("uid") == uid:
+            del self.reservations[name]
 
     async def mark_preempted(self, pod: PodInfo, message: str) -> None:
         if pod.uid in self.gone:
@@ -1005,6 +1024,67 @@ async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() ->
     loop.queue.move_all()
     assert [(await loop.attempt()).name for _ in range(2)] == ["stranger", "preemptor"]
     assert [c[1] for c in loop.writer.calls if c[0] == "bind"] == [("preemptor", "n1")]
+
+
+def _made_before(phase: str, node_name: str = "n1") -> Json:
+    """A Reservation an earlier preemption made for the preemptor of the tests below."""
+    name = reservation_name("default", "preemptor", "uid-default-preemptor")
+    return {
+        "metadata": {"name": name, "uid": "rsv-earlier"},
+        "status": {"phase": phase, "nodeName": node_name},
+    }
+
+
+@pytest.mark.parametrize(
+    ("phase", "node_name"), [("Failed", "n1"), ("Waiting", "n2"), ("Pending", "")]
+)
+async def test_a_preemptor_whose_earlier_reservation_ended_preempts_again(
+    phase: str, node_name: str
+) -> None:
+    """Its earlier Reservation ended (its node deleted, its ttl out), holds another node,
+    or was never placed: the new preemption replaces it. Creating one of the same name was
+    refused, and the preemptor could not preempt until the old one was collected."""
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor, profile=STORY_1)
+    earlier = _made_before(phase, node_name)
+    loop.writer.reservations[earlier["metadata"]["name"]] = earlier
+    await loop.attempt()
+    order = [c[0] for c in loop.writer.calls]
+    assert ("delete_reservation", (earlier["metadata"]["name"], "rsv-earlier")) in loop.writer.calls
+    assert order.index("delete_reservation") < order.index("create_reservation")
+    assert order.index("reservation_status") < order.index("evict")
+    assert ("evict", "low") in loop.writer.calls
+
+
+async def test_a_preemptors_reservation_holding_the_same_node_serves_again() -> None:
+    """A second preemption for the same pod on the same node (more room needed in its
+    quota, say) keeps the Reservation that already holds that node for it."""
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor, profile=STORY_1)
+    earlier = _made_before("Waiting")
+    loop.writer.reservations[earlier["metadata"]["name"]] = earlier
+    await loop.attempt()
+    order = [c[0] for c in loop.writer.calls]
+    assert "delete_reservation" not in order
+    assert "create_reservation" not in order
+    assert ("evict", "low") in loop.writer.calls
+
+
+async def test_a_preemptors_reservation_that_could_not_be_placed_is_deleted() -> None:
+    """Left Pending and unplaced, it waited out its ttl with no one placing it (the
+    scheduler counts it as its own), and the next preemption could not make another."""
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor, profile=STORY_1)
+    loop.writer.refuse_status = True
+    await loop.attempt()
+    (created,) = [c[1] for c in loop.writer.calls if c[0] == "create_reservation"]
+    name = created["metadata"]["name"]
+    assert ("delete_reservation", (name, "rsv-made")) in loop.writer.calls
+    assert ("evict", "low") not in loop.writer.calls
+    assert loop.writer.reservations == {}
 
 
 def _held_for(loop: Loop, raw: Json, node_name: str) -> tuple[int, int]:

@@ -65,6 +65,29 @@ async def test_a_placement_of_a_reservation_ended_meanwhile_is_refused() -> None
     assert stored.obj["status"]["phase"] == "Failed"
 
 
+async def test_a_placement_is_retried_while_the_operator_keeps_writing() -> None:
+    """The operator wrote twice after the scheduler read a new reservation (its Pending
+    status, then again between the scheduler's read and its patch): a single retry left
+    the reservation Pending and unplaced until its ttl; it is retried as client-go's
+    RetryOnConflict does, and written over the version stored last."""
+    stored = StoredReservation("Pending")
+    reads = 0
+
+    async def read(kind: Any, name: str, *, namespace: str | None = None) -> Json:
+        nonlocal reads
+        reads += 1
+        answer = {**stored.obj, "metadata": dict(stored.obj["metadata"])}
+        if reads < 3:  # the operator writes again right after this read
+            stored.obj["metadata"]["resourceVersion"] = str(7 + reads)
+        return answer
+
+    stored.read = read  # type: ignore[method-assign]
+    placed = {"phase": "Waiting", "nodeName": "n1"}
+    await writer_over(stored).reservation_status("r", placed, "5", still=not_ended)
+    assert stored.patches == [(placed, "9")]
+    assert reads == 3
+
+
 async def test_a_decision_takes_the_next_token_before_explanations_queued_earlier() -> None:
     """The budget is spent; ten condition writes wait, then a binding asks: the binding
     has the next token, and the conditions follow in their order."""

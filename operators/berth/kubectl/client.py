@@ -135,8 +135,9 @@ class Cluster:
         except PluginError:
             return None
 
-    async def decision(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The pod's decision record from the scheduler; None when it has none."""
+    async def decision(self, namespace: str, name: str) -> dict[str, Any]:
+        """The pod's decision record from the scheduler; when it has none, its answer
+        saying so (``error``) and where the pod waits in its queue (``queued``)."""
         service = self.scheduler
         path = f"debug/pods/{namespace}/{name}"
         if self.scheduler_url is not None:
@@ -152,7 +153,7 @@ class Cluster:
             except ApiException as err:
                 body = _json(err.body)
                 if "error" in body and err.status == 404:
-                    return None  # the scheduler's own answer: no record
+                    return body  # the scheduler's own answer: no record (where it waits)
                 if "error" in body and err.status == 503 and attempt + 1 < STANDBY_RETRIES:
                     await asyncio.sleep(STANDBY_PAUSE_SECONDS)
                     continue
@@ -204,8 +205,9 @@ def scheduler_error(service: ServiceRef, err: ApiException, body: dict[str, Any]
     return f"scheduler unreachable through {where}: {message}"
 
 
-async def direct_decision(url: str, path: str) -> dict[str, Any] | None:
-    """The decision record read from the scheduler's own address."""
+async def direct_decision(url: str, path: str) -> dict[str, Any]:
+    """The decision record read from the scheduler's own address (or, with ``error``, its
+    answer that it holds none)."""
     target = f"{url.rstrip('/')}/{path}"
     try:
         async with (
@@ -214,7 +216,7 @@ async def direct_decision(url: str, path: str) -> dict[str, Any] | None:
         ):
             body = _json(await response.read())
             if response.status == 404 and "error" in body:
-                return None
+                return body
             if response.status != 200:
                 detail = body.get("error") or response.reason
                 raise PluginError(f"scheduler at {url} answered {response.status}: {detail}")

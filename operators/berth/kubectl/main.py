@@ -122,12 +122,15 @@ async def run_why(cluster: Cluster, namespace: str, pod_name: str, output: str) 
     name = pod_name.removeprefix("pod/").removeprefix("pods/")
     pod = await cluster.pod(namespace, name)
     settled = why.bound_report(pod)
-    record = None if settled else await cluster.decision(namespace, name)
+    answer = None if settled else await cluster.decision(namespace, name)
+    record = None if answer is None or "error" in answer else answer
+    queued = answer.get("queued") if answer is not None and record is None else None
     if output == "json":
-        return _json({"pod": f"{namespace}/{name}", "pending": not settled, "decision": record})
+        found = {"pod": f"{namespace}/{name}", "pending": not settled, "decision": record}
+        return _json({**found, "queued": queued} if queued else found)
     if settled:
         return settled
-    return why.no_record_report(pod) if record is None else why.report(record)
+    return why.no_record_report(pod, queued) if record is None else why.report(record)
 
 
 async def run_quota(cluster: Cluster, namespace: str | None, output: str) -> str:

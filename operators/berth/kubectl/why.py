@@ -32,18 +32,45 @@ def bound_report(pod: Json) -> str | None:
     return None
 
 
-def no_record_report(pod: Json) -> str:
+def no_record_report(pod: Json, queued: Json | None = None) -> str:
+    """A pending pod with no decision record: where the scheduler's queue holds it, when
+    it does; otherwise the two reasons a pod is not there."""
     meta = pod.get("metadata") or {}
     key = f"{meta.get('namespace')}/{meta.get('name')}"
     scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
-    lines = [
-        f"Pod {key} is pending, but the scheduler holds no decision for it: it has not been "
-        f"tried since the scheduler started, or its schedulerName ({scheduler}) is not Berth's."
-    ]
+    if queued:
+        lines = [f"Pod {key} is pending with no decision recorded: {_queued(queued)}."]
+    else:
+        lines = [
+            f"Pod {key} is pending, but the scheduler holds no decision for it: it has not "
+            f"been tried since the scheduler started, or its schedulerName ({scheduler}) is "
+            "not Berth's."
+        ]
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodScheduled" and condition.get("message"):
             lines.append(f"PodScheduled: {condition['message']}")
     return "\n".join(lines)
+
+
+def _queued(place: Json) -> str:
+    seconds = f"{float(place.get('waitingSeconds') or 0):.0f} s"
+    tried = f"{place.get('attempts', 0)} attempt(s) so far"
+    area = place.get("queue")
+    if area == "active":
+        return (
+            f"it waits in the scheduling queue behind {place.get('ahead', 0)} pod(s), "
+            f"for {seconds}, {tried}"
+        )
+    if area == "in flight":
+        return f"it is being tried now, {tried}"
+    if area == "backoff":
+        return f"it waits out its backoff after a failed attempt, {tried}"
+    if area == "unschedulable":
+        return (
+            f"it waits for a cluster event that could help it, for {seconds}, {tried} (the "
+            "scheduler keeps the records of the last 1000 pods tried)"
+        )
+    return "it is held before the queue (its scheduling gates, or its gang's quorum)"
 
 
 def report(record: Json) -> str:

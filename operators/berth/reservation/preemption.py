@@ -67,3 +67,18 @@ def preemption_reservation(
             "ttl": format_duration(ttl),
         },
     }
+
+
+def serves_again(existing: Mapping[str, Any], node: str) -> bool:
+    """Whether the Reservation made for this preemptor by an earlier preemption serves the
+    new one: it holds (Waiting or Available) on the node the new one frees, for nobody
+    yet. Otherwise (ended, placed elsewhere, never placed, being deleted) it is replaced:
+    a preemptor whose earlier reservation ended must be able to preempt again."""
+    meta = existing.get("metadata") or {}
+    status = existing.get("status") or {}
+    return (
+        status.get("phase") in ("Waiting", "Available")
+        and status.get("nodeName") == node
+        and not status.get("currentOwners")
+        and not meta.get("deletionTimestamp")
+    )

@@ -12,6 +12,7 @@ recorder's aggregation, so a pod that stays unschedulable does not flood the API
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -34,10 +35,13 @@ from berth.kube.write import (
     WORKLOAD_POD_GROUP,
     ApiWriter,
     Conflict,
+    NotFound,
 )
 from berth.scheduler.cache.podinfo import PREEMPTION_REASON, PodInfo
 
 logger = log.get(__name__)
+
+CONFLICT_RETRIES = 5  # client-go's retry.DefaultRetry steps
 
 # Whether a decision made from an earlier version of a reservation holds for the stored one.
 Still = Callable[[dict[str, Any]], bool]
@@ -228,21 +232,24 @@ class Writer:
         the reservation changed since the version the decision read: the operator may have
         ended it meanwhile. Refused so, the reservation is read again and the patch made
         over what is stored when ``still`` says the decision holds for it (the operator's
-        own writes, its Pending phase or its owner accounting, change nothing of it)."""
-        await self.bucket.take()
-        try:
-            return await self.api.patch_status(
-                RESERVATION, name, status, resource_version=resource_version
-            )
-        except Conflict:
-            if still is None:
-                raise
-            current = await self.api.read(RESERVATION, name)
-            if current is None or not still(current):
-                raise
-        await self.bucket.take()
-        version = (current.get("metadata") or {}).get("resourceVersion")
-        return await self.api.patch_status(RESERVATION, name, status, resource_version=version)
+        own writes, its Pending phase or its owner accounting, change nothing of it), up to
+        ``CONFLICT_RETRIES`` times, as client-go's RetryOnConflict: the operator writes a
+        new reservation's status (Pending, then its owners) while the scheduler places it."""
+        version = resource_version
+        for attempt in range(CONFLICT_RETRIES):
+            await self.bucket.take()
+            try:
+                return await self.api.patch_status(
+                    RESERVATION, name, status, resource_version=version
+                )
+            except Conflict:
+                if still is None or attempt + 1 == CONFLICT_RETRIES:
+                    raise
+                current = await self.api.read(RESERVATION, name)
+                if current is None or not still(current):
+                    raise
+                version = (current.get("metadata") or {}).get("resourceVersion")
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     async def pod_group_scheduled(self, group: dict[str, Any], condition: dict[str, Any]) -> None:
         """Set the ``PodGroupScheduled`` condition of a kube-scheduler PodGroup when
@@ -263,6 +270,16 @@ class Writer:
     async def create_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
         await self.bucket.take()
         return await self.api.create(RESERVATION, body)
+
+    async def read_reservation(self, name: str) -> dict[str, Any] | None:
+        await self.bucket.take()
+        return await self.api.read(RESERVATION, name)
+
+    async def delete_reservation(self, name: str, uid: str) -> None:
+        """Delete that very Reservation; already gone (or another of its name) is done."""
+        await self.bucket.take()
+        with contextlib.suppress(NotFound, Conflict):
+            await self.api.delete(RESERVATION, name, uid=uid)
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
         await self._patch_status(pod, {"nominatedNodeName": node or None}, MERGE)

@@ -20,7 +20,7 @@ from berth.reservation.matching import (
     owner_keys,
     owner_screen,
 )
-from berth.reservation.preemption import preemption_reservation, reservation_name
+from berth.reservation.preemption import preemption_reservation, reservation_name, serves_again
 from berth.scheduler.config import ConfigError
 from berth.scheduler.framework.interface import CycleState
 from berth.scheduler.plugins.reservation import Reservation as ReservationPlugin
@@ -664,3 +664,22 @@ async def test_an_owner_whose_reservation_expired_while_its_binding_waited_is_re
     plugin.handle.writer = cast(Any, object())
     status = await plugin.pre_bind(state, owner, "n1")
     assert status.message == "reservation r ended since it was chosen"
+
+
+@pytest.mark.parametrize(
+    ("status", "deleting", "serves"),
+    [
+        ({"phase": "Waiting", "nodeName": "n1"}, False, True),
+        ({"phase": "Available", "nodeName": "n1"}, False, True),
+        ({"phase": "Available", "nodeName": "n2"}, False, False),
+        ({"phase": "Available", "nodeName": "n1", "currentOwners": [{"uid": "x"}]}, False, False),
+        ({"phase": "Waiting", "nodeName": "n1"}, True, False),
+        ({"phase": "Failed", "nodeName": "n1"}, False, False),
+        ({"phase": "Pending"}, False, False),
+    ],
+)
+def test_a_preemptors_earlier_reservation_serves_only_holding_the_same_node_for_nobody(
+    status: dict[str, Any], deleting: bool, serves: bool
+) -> None:
+    meta = {"name": "r", **({"deletionTimestamp": "2026-01-01T00:00:00Z"} if deleting else {})}
+    assert serves_again({"metadata": meta, "status": status}, "n1") is serves

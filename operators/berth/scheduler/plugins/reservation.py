@@ -38,7 +38,7 @@ from berth.api.base import format_time
 from berth.api.duration import DurationError, format_duration, parse_duration
 from berth.api.reservation import AllocatePolicy, ReservationPhase
 from berth.api.reservation import Reservation as ReservationObject
-from berth.kube.write import api_message
+from berth.kube.write import Conflict, api_message
 from berth.podresources import Resources
 from berth.quota.usage import as_resource_list
 from berth.reservation.matching import (
@@ -58,7 +58,7 @@ from berth.reservation.matching import (
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
-from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation
+from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation, serves_again
 from berth.scheduler.cache.nodetable import Ints, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.reservations import HOLDING, Held, template_pod
@@ -639,15 +639,20 @@ class Reservation(Plugin):
             node=node,
             ttl=self.preemption_ttl,
         )
+        name = body["metadata"]["name"]
         try:
-            created = await writer.create_reservation(body)
+            created = await self._made_for(body, node)
         except ApiException as err:
             message = f"reservation for the preemptor not created: {api_message(err)}"
             return Status(Code.ERROR, (message,), self.name)
+        if created is None:
+            _said(pod, name, node, "a preemptor's reservation serves again")
+            return SUCCESS
         template = template_pod(created, self.handle.view.priority_classes)
         if not await self.placement.placed(template, node, pre_allocated=True):
+            # Never left Pending and unplaced for its ttl: the next attempt makes another.
+            await writer.delete_reservation(name, template.uid)
             return Status(Code.ERROR, ("reservation for the preemptor not placed",), self.name)
-        name = template.name
         writer.event(
             pod.raw,
             "Pod",
@@ -662,14 +667,29 @@ class Reservation(Plugin):
             f"it expires after {format_duration(self.preemption_ttl)} if the pod does not come",
             api_version=created.get("apiVersion", ""),
         )
-        logger.info(
-            "reservation made for a preemptor",
-            namespace=pod.namespace,
-            name=pod.name,
-            reservation=name,
-            node=node,
-        )
+        _said(pod, name, node, "reservation made for a preemptor")
         return SUCCESS
+
+    async def _made_for(self, body: dict[str, Any], node: str) -> dict[str, Any] | None:
+        """The preemptor's Reservation as created; when an earlier preemption of the pod
+        made one, None if that one serves again as it is, else the one made in its place."""
+        writer = self.handle.writer
+        assert writer is not None
+        try:
+            return await writer.create_reservation(body)
+        except Conflict:
+            pass
+        name = body["metadata"]["name"]
+        existing = await writer.read_reservation(name)
+        if existing is not None:
+            if serves_again(existing, node):
+                return None
+            await writer.delete_reservation(name, str(existing["metadata"].get("uid", "")))
+        return await writer.create_reservation(body)
+
+
+def _said(pod: PodInfo, reservation: str, node: str, what: str) -> None:
+    logger.info(what, namespace=pod.namespace, name=pod.name, reservation=reservation, node=node)
 
 
 def unclaimed(reservation: dict[str, Any]) -> bool:

@@ -256,15 +256,7 @@ class SchedulingQueue:
         pod = entry.pod
         self._active_set.add(pod.uid)
         # Within one clock tick, pods back from an attempt go after first-time pods.
-        key = (
-            -pod.priority,
-            entry.share,
-            entry.queued_at,
-            entry.attempts,
-            pod.created,
-            next(self._seq),
-            pod.uid,
-        )
+        key = (*_order(entry), next(self._seq), pod.uid)
         heapq.heappush(self._active, key)
         self._wake.set()
 
@@ -293,5 +285,51 @@ class SchedulingQueue:
             "gated": len(self._gated),
         }
 
+    def where(self, namespace: str, name: str) -> dict[str, object] | None:
+        """Where a pod waits, for a person asking why it has no decision yet: its area,
+        its attempts, how long since it (re-)entered the queue and, when active, how many
+        active pods go before it. None when the queue does not hold it."""
+        entry = next(
+            (
+                e
+                for e in self._entries.values()
+                if (e.pod.namespace, e.pod.name) == (namespace, name)
+            ),
+            None,
+        )
+        if entry is None:
+            return None
+        uid = entry.pod.uid
+        area = next(
+            (
+                label
+                for label, members in (
+                    ("in flight", self._in_flight),
+                    ("active", self._active_set),
+                    ("backoff", self._backoff_set),
+                    ("unschedulable", self._unschedulable),
+                    ("gated", self._gated),
+                )
+                if uid in members
+            ),
+            "none",
+        )
+        place: dict[str, object] = {
+            "queue": area,
+            "attempts": entry.attempts,
+            "waitingSeconds": round(self.clock() - entry.queued_at, 3),
+        }
+        if area == "active":
+            mine = _order(entry)
+            place["ahead"] = sum(
+                1 for other in self._active_set if _order(self._entries[other]) < mine
+            )
+        return place
+
     def __contains__(self, uid: str) -> bool:
         return uid in self._entries
+
+
+def _order(entry: _Entry) -> tuple[int, float, float, int, float]:
+    """The active heap's order of a pod (its key less the tie-breaking sequence)."""
+    return (-entry.pod.priority, entry.share, entry.queued_at, entry.attempts, entry.pod.created)

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from berth.api.duration import format_duration
-from berth.api.reservation import GROUP, VERSION
+from berth.api.reservation import GROUP, VERSION, ReservationPhase
 from berth.quota.usage import as_resource_list
 
 PREEMPTOR_LABEL: Final = "berth.io/preemptor"
@@ -77,7 +77,7 @@ def serves_again(existing: Mapping[str, Any], node: str) -> bool:
     meta = existing.get("metadata") or {}
     status = existing.get("status") or {}
     return (
-        status.get("phase") in ("Waiting", "Available")
+        status.get("phase") in (ReservationPhase.WAITING, ReservationPhase.AVAILABLE)
         and status.get("nodeName") == node
         and not status.get("currentOwners")
         and not meta.get("deletionTimestamp")

@@ -224,11 +224,18 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _bench_refusal(args: argparse.Namespace) -> str | None:
-    """Why the bench options cannot measure the gang workloads asked for, if they cannot."""
+    """Why the bench options cannot measure the workloads asked for, if they cannot: the
+    gang workloads' PodGroups and the initial pods made for each trial are a backlog's."""
     from berth.bench.workloads import WORKLOADS
 
     for name in args.workload or []:
         workload = WORKLOADS[name]
+        if workload.init_each_trial and (args.rate is not None or args.cycle_only):
+            option = "--rate" if args.rate is not None else "--cycle-only"
+            return (
+                f"{option} does not make initial pods per trial: "
+                f"{name} is measured on a backlog only"
+            )
         if not workload.gang_size:
             continue
         if args.rate is not None or args.cycle_only:

@@ -89,6 +89,20 @@ def test_what_cannot_measure_the_gang_workload_is_refused_by_name(
     assert _bench_refusal(parser().parse_args(["bench", *argv])) is None
 
 
+@pytest.mark.parametrize("workload", ["PreemptionBasic", "Unschedulable"])
+@pytest.mark.parametrize("option", [["--rate", "100"], ["--cycle-only"]])
+def test_a_workload_making_its_initial_pods_per_trial_is_measured_on_a_backlog_only(
+    workload: str, option: list[str]
+) -> None:
+    from berth.cli import _bench_refusal
+
+    args = parser().parse_args(["bench", "--workload", workload, *option])
+    assert f"{option[0]} does not make initial pods per trial: {workload}" in (
+        _bench_refusal(args) or ""
+    )
+    assert _bench_refusal(parser().parse_args(["bench", "--workload", workload])) is None
+
+
 def test_bench_exits_2_before_touching_a_cluster_when_refused() -> None:
     from berth.cli import main
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berth.bench.workloads import (
+    HIGH_PRIORITY_CLASS,
     INIT_NAMESPACE,
     MEASURED_NAMESPACE,
     WORKLOADS,
@@ -101,13 +102,18 @@ def test_measured_pods_carry_the_templates_terms_and_the_side_s_scheduler() -> N
     assert term["matchExpressions"][0]["values"] == ["zone1", "zone2"]
 
 
-def test_every_pod_is_the_pause_container_of_100m_and_500Mi() -> None:
+def test_every_pod_is_the_pause_container_of_its_template_s_cpu_and_500Mi() -> None:
+    cpu = {"low-priority": 900, "high-priority": 3000, "large-cpu": 9000}
     for workload in WORKLOADS.values():
         if workload.gang_size:  # gang-pod.yaml asks for 100Mi: see the gang tests below
             continue
-        for pod in (workload.init_pod(0, 1), workload.measured_pod(0, "x")):
+        init = workload.init_pod(0, 1, scheduler="x")
+        for pod, template in (
+            (init, workload.init_template),
+            (workload.measured_pod(0, "x"), workload.measured_template),
+        ):
             requests = pod_requests(pod["spec"])
-            assert requests["cpu"] == 100  # millicores
+            assert requests["cpu"] == cpu.get(template, 100)  # millicores
             assert requests["memory"] == 500 * 2**20
 
 
@@ -173,3 +179,39 @@ def test_a_gang_pod_is_gang_pod_yaml_100m_and_100Mi_requested_only() -> None:
     # The other templates' container is not changed by it.
     (other,) = WORKLOADS["SchedulingBasic"].measured_pod(0, "x")["spec"]["containers"]
     assert other["resources"]["limits"] == {"cpu": "100m", "memory": "500Mi"}
+
+
+def test_preemption_basic_pods_need_three_victims_a_node() -> None:
+    # misc/PreemptionBasic/1000Nodes: 4000 initial pods of 900m, 1000 measured of 3 cpu.
+    preemption = WORKLOADS["PreemptionBasic"]
+    assert preemption.sizes(1000) == (4000, 1000)
+    low = preemption.init_pod(0, nodes=1000)
+    high = preemption.measured_pod(0, "berth-scheduler")
+    assert low["spec"]["nodeName"] == "perf-node-0"
+    assert "priorityClassName" not in low["spec"]
+    assert high["spec"]["priorityClassName"] == HIGH_PRIORITY_CLASS
+    assert pod_requests(low["spec"])["cpu"] * 4 < 4000 < pod_requests(low["spec"])["cpu"] * 5
+    # A 4-cpu node of four low pods takes one high pod once three of them are gone.
+    free = 4000 - 4 * pod_requests(low["spec"])["cpu"]
+    needs = pod_requests(high["spec"])["cpu"]
+    assert free + 2 * 900 < needs <= free + 3 * 900
+    assert preemption.init_each_trial
+    assert not preemption.init_pending
+
+
+def test_unschedulable_initial_pods_wait_for_the_side_and_fit_no_node() -> None:
+    unschedulable = WORKLOADS["Unschedulable"]
+    assert unschedulable.sizes(5000) == (20000, 10000)
+    pod = unschedulable.init_pod(3, nodes=10, batch=2, scheduler="berth-scheduler")
+    assert "nodeName" not in pod["spec"]
+    assert pod["spec"]["schedulerName"] == "berth-scheduler"
+    assert pod_requests(pod["spec"])["cpu"] == 9000  # a node has 4 cpus
+    with pytest.raises(ValueError, match="pending"):
+        unschedulable.init_pod(3, nodes=10)
+
+
+def test_templates_share_no_container_between_pods() -> None:
+    one = WORKLOADS["PreemptionBasic"].measured_pod(0, "x")
+    one["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    other = WORKLOADS["PreemptionBasic"].measured_pod(1, "x")
+    assert other["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "3"

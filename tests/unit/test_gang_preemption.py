@@ -111,7 +111,7 @@ async def test_a_gang_that_does_not_fit_evicts_lower_priority_pods_and_is_bound_
     loop = gang_loop(*nodes(3), *lows, *members, groups=(pod_group("hi", 3),))
     await drain(loop)
     assert bound(loop) == {}
-    assert sorted(calls(loop, "evict")) == ["low-1", "low-2", "low-3"]
+    assert sorted(calls(loop, "delete")) == ["low-1", "low-2", "low-3"]
     nominated = dict(calls(loop, "nominate"))
     assert sorted(nominated) == ["hi-0", "hi-1", "hi-2"]
     assert sorted(nominated.values()) == ["n1", "n2", "n3"]
@@ -135,7 +135,7 @@ async def test_a_lower_priority_pods_nomination_to_a_members_node_is_dropped() -
         *nodes(1), running("low", "n1"), waiting, high("hi-0"), groups=(pod_group("hi", 1),)
     )
     await drain(loop)
-    assert calls(loop, "evict") == ["low"]
+    assert calls(loop, "delete") == ["low"]
     assert ("waiting", "") in calls(loop, "nominate")
     assert "uid-default-waiting" not in loop.parts.view.nominated
 
@@ -146,7 +146,7 @@ async def test_a_gang_whose_quorum_would_not_fit_evicts_nothing_and_says_why() -
     members = [high(f"hi-{i}") for i in range(3)]
     loop = gang_loop(*nodes(3), *lows, above, *members, groups=(pod_group("hi", 3),))
     await drain(loop)
-    assert calls(loop, "evict") == []
+    assert calls(loop, "delete") == []
     assert calls(loop, "nominate") == []
     assert loop.parts.view.nominated == {}
     for name in ("hi-0", "hi-1", "hi-2"):
@@ -171,7 +171,7 @@ async def test_a_victim_gang_is_evicted_whole_not_in_part() -> None:
     members = [high(f"hi-{i}") for i in range(2)]
     loop = gang_loop(*nodes(3), *objects, *members, groups=(lo, pod_group("hi", 2)))
     await drain(loop)
-    evicted = calls(loop, "evict")
+    evicted = calls(loop, "delete")
     assert "p3" in evicted
     assert {"lo-a", "lo-b"} <= set(evicted)  # a member's room on n1 or n2 breaks gang lo
     assert len(evicted) == 4
@@ -188,7 +188,7 @@ async def test_a_gang_is_no_victim_when_one_of_its_members_may_not_be() -> None:
         *nodes(2), *objects, high("hi-0"), groups=(pod_group("lo", 2), pod_group("hi", 1))
     )
     await drain(loop)
-    assert calls(loop, "evict") == []
+    assert calls(loop, "delete") == []
     [why, *_] = reasons(loop, "hi-0")
     assert "gang default/lo would be broken: its member default/lo-b may not be evicted" in why
 
@@ -204,10 +204,10 @@ async def test_a_gang_waits_for_its_victims_and_does_not_preempt_again_meanwhile
     for raw in (*lows, *(high(f"hi-{i}") for i in range(3))):
         loop.parts.events.on_pod("ADDED", raw)
     await drain(loop)
-    assert len(calls(loop, "evict")) == 3
+    assert len(calls(loop, "delete")) == 3
     loop.parts.events.on_pod("DELETED", lows[0])  # one gone, two still leaving
     await drain(loop)
-    assert len(calls(loop, "evict")) == 3
+    assert len(calls(loop, "delete")) == 3
     assert bound(loop) == {}
     *_, why = reasons(loop, "hi-0")
     assert "preemption: PodGroup default/hi waits for the pods it preempted to leave" in why
@@ -227,7 +227,7 @@ async def test_a_pod_of_the_gangs_own_priority_is_no_victim() -> None:
         groups=(pod_group("hi", 1),),
     )
     await drain(loop)
-    assert sorted(calls(loop, "evict")) == ["low", "low-2"]  # two on n2, not the one peer
+    assert sorted(calls(loop, "delete")) == ["low", "low-2"]  # two on n2, not the one peer
 
 
 async def test_with_story_1_each_member_gets_a_reservation_before_any_eviction() -> None:
@@ -259,7 +259,7 @@ async def test_with_story_1_each_member_gets_a_reservation_before_any_eviction()
     order = [c[0] for c in loop.writer.calls]
     assert order.count("create_reservation") == 2
     last_reservation = max(i for i, c in enumerate(order) if c == "create_reservation")
-    assert last_reservation < order.index("evict")
+    assert last_reservation < order.index("delete")
     owners = sorted(
         c["spec"]["owners"][0]["object"]["name"] for c in calls(loop, "create_reservation")
     )
@@ -276,6 +276,6 @@ async def test_a_gang_nominated_where_pods_are_still_being_preempted_does_not_pr
         *nodes(2), leaving, running("low", "n2"), *members, groups=(pod_group("hi", 2),)
     )
     await drain(loop)
-    assert calls(loop, "evict") == []
+    assert calls(loop, "delete") == []
     [why, *_] = reasons(loop, "hi-0")
     assert "waits for the pods it preempted to leave: default/leaving" in why

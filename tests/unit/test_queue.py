@@ -166,6 +166,33 @@ async def test_moved_while_still_backing_off_goes_to_backoff(
     assert (await pop_now(queue)).name == "p"
 
 
+async def test_with_no_pod_active_an_event_s_pod_leaves_its_backoff_at_once(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """kube-scheduler's PopFromBackoffQ (on by default since 1.33): an idle loop tries the
+    pod whose backoff ends first among those an event sent back; an active pod still goes
+    first, and an error's retry still waits out its backoff."""
+    queue.add(pending("later", created=2))
+    queue.add(pending("first", created=1))
+    first, later = await pop_now(queue), await pop_now(queue)
+    queue.unschedulable(first)
+    clock.advance(0.2)
+    queue.unschedulable(later)
+    queue.move_all()  # both back, in backoff for about a second more
+    assert queue.counts() == empty_counts(backoff=2)
+    queue.add(pending("new", created=3))
+    assert (await pop_now(queue)).name == "new"  # the active one first
+    assert (await pop_now(queue)).name == "first"  # its backoff ends first
+    assert (await pop_now(queue)).name == "later"
+    # An error's retry is not taken early.
+    errored = pending("errored", created=4)
+    queue.add(errored)
+    queue.retry(await pop_now(queue))
+    assert await nothing_ready(queue)
+    clock.advance(1)
+    assert (await pop_now(queue)).name == "errored"
+
+
 async def test_event_during_the_attempt_sends_the_pod_to_backoff(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:

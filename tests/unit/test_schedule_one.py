@@ -51,6 +51,8 @@ class RecordingWriter:
         self.gone: set[str] = set()  # pods deleted from the API server: writes meet 404
         self.reservations: dict[str, Json] = {}  # by name, as the API server keeps them
         self.refuse_status = False  # reservation status writes meet 409
+        self.hold_evictions: asyncio.Event | None = None  # victims' removals wait for it
+        self.refuse_evict = False  # victims' evictions and deletions meet a 500
 
     async def bind(self, pod: PodInfo, node: str) -> None:
         if self.refuse_bind:
@@ -103,9 +105,22 @@ class RecordingWriter:
         self.calls.append(("mark_preempted", pod.name))
 
     async def evict(self, pod: PodInfo) -> None:
+        await self._take_off("evict", pod)
+
+    async def delete(self, pod: PodInfo) -> None:
+        await self._take_off("delete", pod)
+
+    async def _take_off(self, how: str, pod: PodInfo) -> None:
+        """A victim evicted or deleted: ``(how + " asked", name)`` when asked, ``(how,
+        name)`` once answered."""
         if self.before_evict is not None:
             self.before_evict(pod)
-        self.calls.append(("evict", pod.name))
+        self.calls.append((f"{how} asked", pod.name))
+        if self.hold_evictions is not None:
+            await self.hold_evictions.wait()
+        if self.refuse_evict:
+            raise ApiException(status=500, reason="Internal Server Error")
+        self.calls.append((how, pod.name))
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
         if pod.uid in self.gone:
@@ -962,7 +977,7 @@ async def test_a_preemptor_deleted_while_it_is_nominated_holds_nothing() -> None
 
     loop.writer.before_evict = preemptor_deleted
     await loop.attempt()
-    assert ("evict", "low") in loop.writer.calls
+    assert ("delete", "low") in loop.writer.calls
     assert loop.parts.view.nominated == {}
 
 
@@ -976,10 +991,52 @@ async def test_a_victim_deleted_since_the_dry_run_still_counts_as_freed() -> Non
     loop = Loop(node("n1", cpu="4"), gone, low, preemptor)
     loop.writer.gone.add("uid-default-gone")
     await loop.attempt()
-    assert ("evict", "low") in loop.writer.calls
-    assert ("evict", "gone") not in loop.writer.calls
+    assert ("delete", "low") in loop.writer.calls
+    assert ("delete", "gone") not in loop.writer.calls
     assert ("nominate", ("preemptor", "n1")) in loop.writer.calls
     assert loop.parts.view.nominated["uid-default-preemptor"][0] == "n1"
+
+
+async def test_the_loop_goes_on_while_a_preemptions_evictions_are_under_way() -> None:
+    """The victims' evictions run together, in a task of their own (kube-scheduler's async
+    preemption): the attempt returns with the preemptor nominated in the view, and the
+    preemptor is not tried again until they end; then it waits as unschedulable for
+    their deletions."""
+    one = pod("one", "2", node_name="n1")
+    two = pod("two", "2", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), one, two, preemptor)
+    loop.writer.hold_evictions = held = asyncio.Event()
+    popped = await asyncio.wait_for(loop.queue.pop(), 1)
+    await loop.schedule_one(popped)
+    for _ in range(5):  # let the eviction task reach the API calls
+        await asyncio.sleep(0)
+    assert loop.parts.view.nominated["uid-default-preemptor"][0] == "n1"
+    # Both evictions asked for before either was answered.
+    assert {c[1] for c in loop.writer.calls if c[0] == "delete asked"} == {"one", "two"}
+    assert not [c for c in loop.writer.calls if c[0] == "delete"]
+    assert (loop.queue.where("default", "preemptor") or {})["queue"] == "in flight"
+    held.set()
+    await asyncio.gather(*loop.schedule_one.tasks)
+    assert {c[1] for c in loop.writer.calls if c[0] == "delete"} == {"one", "two"}
+    assert ("nominate", ("preemptor", "n1")) in loop.writer.calls
+    assert (loop.queue.where("default", "preemptor") or {})["queue"] == "unschedulable"
+
+
+async def test_a_preemption_whose_eviction_failed_drops_its_nomination_and_backs_off() -> None:
+    """An eviction refused by the API server (not a budget's 429, not a victim gone): the
+    preemptor holds no nomination (it would keep the node's room from others) and is tried
+    again after its backoff, not left waiting for deletions that will not come."""
+    low = pod("low", "4", node_name="n1")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), low, preemptor)
+    loop.writer.refuse_evict = True
+    await loop.attempt()
+    assert ("delete asked", "low") in loop.writer.calls
+    assert loop.parts.view.nominated == {}
+    assert ("nominate", ("preemptor", "")) in loop.writer.calls
+    assert ("nominate", ("preemptor", "n1")) not in loop.writer.calls
+    assert (loop.queue.where("default", "preemptor") or {})["queue"] in {"active", "backoff"}
 
 
 def test_a_pod_leaving_its_node_wakes_the_check_of_waiting_reservations() -> None:
@@ -1003,7 +1060,7 @@ async def test_story_1_the_preemptor_gets_a_reservation_before_any_eviction() ->
     await loop.attempt()
     order = [c[0] for c in loop.writer.calls]
     assert order.index("create_reservation") < order.index("reservation_status")
-    assert order.index("reservation_status") < order.index("evict")
+    assert order.index("reservation_status") < order.index("delete")
     (created,) = [c[1] for c in loop.writer.calls if c[0] == "create_reservation"]
     owner = {"namespace": "default", "name": "preemptor", "uid": "uid-default-preemptor"}
     assert created["spec"]["owners"] == [{"object": owner}]
@@ -1053,8 +1110,8 @@ async def test_a_preemptor_whose_earlier_reservation_ended_preempts_again(
     order = [c[0] for c in loop.writer.calls]
     assert ("delete_reservation", (earlier["metadata"]["name"], "rsv-earlier")) in loop.writer.calls
     assert order.index("delete_reservation") < order.index("create_reservation")
-    assert order.index("reservation_status") < order.index("evict")
-    assert ("evict", "low") in loop.writer.calls
+    assert order.index("reservation_status") < order.index("delete")
+    assert ("delete", "low") in loop.writer.calls
 
 
 async def test_a_preemptors_reservation_holding_the_same_node_serves_again() -> None:
@@ -1069,7 +1126,7 @@ async def test_a_preemptors_reservation_holding_the_same_node_serves_again() -> 
     order = [c[0] for c in loop.writer.calls]
     assert "delete_reservation" not in order
     assert "create_reservation" not in order
-    assert ("evict", "low") in loop.writer.calls
+    assert ("delete", "low") in loop.writer.calls
 
 
 async def test_a_preemptors_reservation_that_could_not_be_placed_is_deleted() -> None:
@@ -1083,7 +1140,7 @@ async def test_a_preemptors_reservation_that_could_not_be_placed_is_deleted() ->
     (created,) = [c[1] for c in loop.writer.calls if c[0] == "create_reservation"]
     name = created["metadata"]["name"]
     assert ("delete_reservation", (name, "rsv-made")) in loop.writer.calls
-    assert ("evict", "low") not in loop.writer.calls
+    assert ("delete", "low") not in loop.writer.calls
     assert loop.writer.reservations == {}
 
 
@@ -1108,7 +1165,7 @@ async def test_a_preemptors_nomination_does_not_hold_again_what_its_reservation_
     lows = [pod(f"low-{i}", "1", node_name="n1") for i in range(4)]
     loop = Loop(node("n1", cpu="4"), *lows, berth_pod("p1", "1", priority=100), profile=STORY_1)
     await loop.attempt()
-    assert len([c for c in loop.writer.calls if c[0] == "evict"]) == 1
+    assert len([c for c in loop.writer.calls if c[0] == "delete"]) == 1
     assert "p1" in {other.name for _node, other in loop.parts.view.nominated.values()}
     assert _held_for(loop, berth_pod("p2", "1", priority=50), "n1") == (0, 0)
     # Without the switch there is no reservation: the nomination holds the room itself.
@@ -1127,7 +1184,7 @@ async def test_without_the_switch_no_reservation_is_made_for_a_preemptor() -> No
     low = pod("low", "4", node_name="n1")
     loop = Loop(node("n1", cpu="4"), low, berth_pod("p", "4", priority=100), profile=profile)
     await loop.attempt()
-    assert ("evict", "low") in loop.writer.calls
+    assert ("delete", "low") in loop.writer.calls
     assert not [c for c in loop.writer.calls if c[0] == "create_reservation"]
     # The nominated hold keeps out only pods of lower priority: a stranger above the
     # preemptor takes what the eviction freed (what Story 1 prevents).

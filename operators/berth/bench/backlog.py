@@ -139,7 +139,10 @@ async def run_trial(
     pods: int,
     say: Callable[[str], None],
 ) -> Trial:
-    await fixture.clear_pods((MEASURED_NAMESPACE,))
+    if workload.init_each_trial:  # clears the measured pods too
+        await fixture.initial_pods(workload, init_pods, nodes, side.scheduler_name)
+    else:
+        await fixture.clear_pods((MEASURED_NAMESPACE,))
     gangs = workload.gangs(pods)
     if gangs:
         await fixture.clear_pod_groups()

@@ -15,6 +15,8 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.bench.workloads import (
+    HIGH_PRIORITY,
+    HIGH_PRIORITY_CLASS,
     INIT_NAMESPACE,
     MEASURED_NAMESPACE,
     NAMESPACES,
@@ -37,6 +39,7 @@ from berth.localcluster.paths import REPO_DIR
 
 T = TypeVar("T")
 NAMESPACE: Final = Kind("", "v1", "namespaces", namespaced=False)
+PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 
 CREATE_CONCURRENCY = 32
 READY_TIMEOUT = 300.0
@@ -160,19 +163,28 @@ class Fixture:
             f"{READY_TIMEOUT:.0f}s (kwok's heartbeats behind: is the machine overloaded?)"
         )
 
-    async def initial_pods(self, workload: Workload, count: int, nodes: int) -> None:
+    async def initial_pods(
+        self, workload: Workload, count: int, nodes: int, scheduler: str | None = None
+    ) -> None:
         """Exactly the workload's ``count`` initial pods, created bound, and kwok done with
-        them (every one Running), so that no side's trial pays for kwok's catching up.
+        them (every one Running), so that no side's trial pays for kwok's catching up; or
+        created pending for ``scheduler`` when the workload's are.
 
-        Created once per case and kept across its trials: every side sees the same bound
-        pods, and tens of thousands of them are not made again for each trial."""
+        Created once per case and kept across its trials (every side sees the same bound
+        pods, and tens of thousands of them are not made again for each trial), unless the
+        workload makes them for each trial."""
         await self.clear_pods()
         if not count:
             return
-        self.say(f"creating {count} initial pod(s), bound, for {workload.name}")
+        how = f"pending for {scheduler}" if workload.init_pending else "bound"
+        self.say(f"creating {count} initial pod(s), {how}, for {workload.name}")
         started = time.monotonic()
         batch = self.next_batch()
-        await self.create_pods([workload.init_pod(i, nodes, batch) for i in range(count)])
+        await self.create_pods(
+            [workload.init_pod(i, nodes, batch, scheduler) for i in range(count)]
+        )
+        if workload.init_pending:
+            return
         # The deadline runs from the last time more were Running: kwok takes minutes over
         # tens of thousands on a loaded machine.
         deadline = time.monotonic() + READY_TIMEOUT
@@ -245,6 +257,18 @@ class Fixture:
                     name, namespace, grace_period_seconds=0, _preload_content=False
                 )
             )
+
+    async def priority_class(self) -> None:
+        """The PriorityClass pod-high-priority.yaml's pods name (kept, as a cluster's are)."""
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": HIGH_PRIORITY_CLASS},
+            "value": HIGH_PRIORITY,
+            "description": "scheduler_perf's high-priority pods (priority 10)",
+        }
+        with contextlib.suppress(Conflict):
+            await self.writer.create(PRIORITY_CLASS, body)
 
     async def create_pods(self, pods: list[dict[str, Any]]) -> dict[str, float]:
         """Create the pods, ``CREATE_CONCURRENCY`` at a time: each pod's creation time."""

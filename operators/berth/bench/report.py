@@ -17,6 +17,7 @@ from pathlib import Path
 from berth.bench.backlog import Trial
 from berth.bench.sides import BERTH, KUBE_SCHEDULER, NOOP, SIDES
 from berth.bench.stats import Spread
+from berth.bench.workloads import WORKLOADS
 
 TRIAL_FIELDS = [f.name for f in dataclasses.fields(Trial)]
 CSV_FIELDS = [
@@ -107,8 +108,12 @@ def table(trials: Sequence[Trial]) -> str:
     for (workload, nodes), by_side in _groups(trials).items():
         any_trial = next(iter(by_side.values()))[0]
         runs = max(len(v) for v in by_side.values())
+        kind = WORKLOADS.get(workload)
+        made = "created bound"
+        if kind is not None and kind.init_each_trial:
+            made = "pending, made for each run" if kind.init_pending else made + " for each run"
         out.append(
-            f"\n{workload}: {nodes} nodes, {any_trial.init_pods} initial pods (created bound), "
+            f"\n{workload}: {nodes} nodes, {any_trial.init_pods} initial pods ({made}), "
             f"{any_trial.pods} pending pods; median (min-max) of {runs} run(s)"
         )
         out.append(

@@ -140,7 +140,10 @@ async def _run_case(
 ) -> None:
     init, pods = workload.sizes(nodes, plan.pods, plan.bound_per_node)
     await fixture.nodes(workload, nodes)
-    await fixture.initial_pods(workload, init, nodes)
+    if workload.init_each_trial:
+        await fixture.priority_class()  # each trial makes its initial pods (run_trial)
+    else:
+        await fixture.initial_pods(workload, init, nodes)
     objects = INSTALLED in plan.sides and plan.feature_objects
     if objects:
         await installed.create(fixture.writer, workload, nodes)

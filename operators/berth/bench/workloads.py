@@ -7,6 +7,11 @@ One difference, said wherever a figure is printed: scheduler_perf has the schedu
 test place the initial pods too; here they are created already bound (round robin over the
 nodes, which satisfies every workload's terms), so every side starts from the same cluster.
 
+Two workloads make their initial pods again for every trial: PreemptionBasic's (900m pods
+of priority 0, four a node, which the measured 3-cpu pods of priority 10 preempt, three a
+pod) are used up by the trial, and Unschedulable's (9-cpu pods no 4-cpu node takes) are
+pending, for the side under test, created before the measured pods as scheduler_perf does.
+
 The gang workload is ``gangscheduling/performance-config.yaml`` of kube-scheduler 1.36 (the
 GenericWorkload and GangScheduling feature gates): no initial pods, and every three measured
 pods (100m / 100Mi, requests only) name one ``scheduling.k8s.io/v1alpha2`` PodGroup whose
@@ -30,6 +35,10 @@ NAMESPACES = (INIT_NAMESPACE, MEASURED_NAMESPACE)
 NODE_PREFIX = "perf-node-"
 WORKLOAD_GATES = ("GenericWorkload", "GangScheduling")
 """kube-scheduler 1.36's feature gates for its PodGroup API and gang scheduling."""
+HIGH_PRIORITY_CLASS = "perf-high-priority"
+HIGH_PRIORITY = 10
+"""pod-high-priority.yaml sets ``priority: 10`` (scheduler_perf runs no admission); on a
+real API server a pod names a PriorityClass of that value instead."""
 
 
 def _affinity_term(labels: dict[str, str], topology_key: str) -> dict[str, Any]:
@@ -117,7 +126,13 @@ TEMPLATES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
     ),
     # gangscheduling/templates/gang-pod.yaml (its PodGroup is set by the workload)
     "gang": ({}, {}),
+    # pod-low-priority.yaml, pod-high-priority.yaml, pod-large-cpu.yaml (their cpu: CPU)
+    "low-priority": ({}, {}),
+    "high-priority": ({}, {"priorityClassName": HIGH_PRIORITY_CLASS}),
+    "large-cpu": ({}, {}),
 }
+# The templates whose pause container asks for more than 100m (requests and limits alike).
+CPU: dict[str, str] = {"low-priority": "900m", "high-priority": "3", "large-cpu": "9"}
 
 # gang-pod.yaml asks for less memory than the other templates, and has no limits or port.
 _GANG_CONTAINER: dict[str, Any] = {
@@ -156,6 +171,11 @@ class Workload:
     """Measured pods per PodGroup (each its gang's ``minCount``); 0: no gangs."""
     gates: tuple[str, ...] = ()
     """The feature gates kube-scheduler runs with for this workload."""
+    init_pending: bool = False
+    """Initial pods left pending for the side under test (Unschedulable), not bound."""
+    init_each_trial: bool = False
+    """Initial pods made again before each trial: the trial uses them up (preemption), or
+    they name the side under test."""
 
     def sizes(
         self, nodes: int, measured: int | None = None, bound_per_node: float | None = None
@@ -190,10 +210,17 @@ class Workload:
         labels = {ZONE_KEY: self.zones[index % len(self.zones)]} if self.zones else {}
         return kwok_node(f"{NODE_PREFIX}{index}", labels=labels, allocatable=NODE_ALLOCATABLE)
 
-    def init_pod(self, index: int, nodes: int, batch: int | None = None) -> dict[str, Any]:
-        """An initial pod, created bound to node ``index`` mod ``nodes``; on a cluster,
-        named for its batch (see :meth:`measured_pod`)."""
+    def init_pod(
+        self, index: int, nodes: int, batch: int | None = None, scheduler: str | None = None
+    ) -> dict[str, Any]:
+        """An initial pod, created bound to node ``index`` mod ``nodes`` (or pending for
+        ``scheduler`` when the workload's are); on a cluster, named for its batch (see
+        :meth:`measured_pod`)."""
         name = f"init-{index}" if batch is None else f"b{batch}-init-{index}"
+        if self.init_pending:
+            if scheduler is None:
+                raise ValueError(f"{self.name}'s initial pods are pending: name their scheduler")
+            return make_pod(self.init_template, name, INIT_NAMESPACE, scheduler)
         pod = make_pod(self.init_template, name, INIT_NAMESPACE, None)
         pod["spec"]["nodeName"] = f"{NODE_PREFIX}{index % nodes}"
         return pod
@@ -229,8 +256,11 @@ def pod_group_name(index: int, batch: int | None) -> str:
 def make_pod(template: str, name: str, namespace: str, scheduler: str | None) -> dict[str, Any]:
     """A pod of one of scheduler_perf's templates (100m / 500Mi pause container)."""
     labels, extra = TEMPLATES[template]
-    container = _GANG_CONTAINER if template == "gang" else _CONTAINER
-    spec: dict[str, Any] = {"containers": [copy.deepcopy(container)], **extra}
+    container = copy.deepcopy(_GANG_CONTAINER if template == "gang" else _CONTAINER)
+    if template in CPU:
+        for amounts in container["resources"].values():
+            amounts["cpu"] = CPU[template]
+    spec: dict[str, Any] = {"containers": [container], **extra}
     if scheduler is not None:
         spec["schedulerName"] = scheduler
     return {
@@ -294,6 +324,31 @@ WORKLOADS: dict[str, Workload] = {
             None,
             gang_size=3,
             gates=WORKLOAD_GATES,
+        ),
+        # misc/, PreemptionBasic/1000Nodes (its 5000-node case is disabled upstream): 4000
+        # initial pods of 900m, 1000 measured of 3 cpu at priority 10, each preempting 3.
+        Workload(
+            "PreemptionBasic",
+            (),
+            "low-priority",
+            "high-priority",
+            4.0,
+            1.0,
+            None,
+            init_each_trial=True,
+        ),
+        # misc/, Unschedulable at 5000 nodes, its larger case: 20000 pending 9-cpu pods no
+        # node takes, created before the 10000 measured ones.
+        Workload(
+            "Unschedulable",
+            (),
+            "large-cpu",
+            "default",
+            4.0,
+            2.0,
+            600,
+            init_pending=True,
+            init_each_trial=True,
         ),
     )
 }

@@ -259,7 +259,11 @@ class ScheduleOne:
                     attempted.victims if attempted.nominated_node else None
                 )
         message = fit_message(fit.diagnosis, result.message)
-        self.queue.unschedulable(pod, fit.diagnosis.plugins)
+        acting = [r.acting for r in results if r.acting is not None]
+        if acting:
+            self._spawn(self._after_preemption(pod, acting, fit.diagnosis.plugins))
+        else:
+            self.queue.unschedulable(pod, fit.diagnosis.plugins)
         unnominate = self._drops_nomination(pod, results)
         self._record("unschedulable", started, fwk)
         logger.info(
@@ -277,6 +281,37 @@ class ScheduleOne:
                 of_attempt(fwk, state, pod, fit.diagnosis, result, message, names)
             )
             self._spawn(self._report_unschedulable(pod, message, unnominate))
+
+    async def _after_preemption(
+        self, pod: PodInfo, acting: list[asyncio.Task[None]], plugins: frozenset[str]
+    ) -> None:
+        """The pod stays in flight while its preemption's API calls run (the victims'
+        deletions seen meanwhile are kept for it), then waits as unschedulable; a
+        preemption that failed drops its nomination and is tried again after a backoff."""
+        outcomes = await asyncio.gather(*acting, return_exceptions=True)
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is None:
+            self.queue.unschedulable(pod, plugins)
+            return
+        logger.warning(
+            "preemption failed; the pod is tried again after its backoff",
+            namespace=pod.namespace,
+            name=pod.name,
+            error=str(failed) or type(failed).__name__,
+        )
+        if self.view.nominated.pop(pod.uid, None) is not None:
+            self.events.unnominated(pod)
+        self.queue.retry(pod)
+        try:
+            await self.writer.nominate(pod, "")
+        except ApiException as err:
+            if err.status != 404:  # gone: nothing to clear
+                logger.warning(
+                    "nomination not cleared",
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    error=api_message(err),
+                )
 
     def _drops_nomination(self, pod: PodInfo, results: list[PostFilterResult]) -> bool:
         """Drop the pod's nomination when the last PostFilter that set one (ModeOverride)

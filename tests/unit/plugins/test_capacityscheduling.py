@@ -201,6 +201,21 @@ def test_an_evicted_victim_stops_counting_before_the_watch_says_so() -> None:
     assert capacity(env).leaving == set()
 
 
+def test_a_victim_whose_eviction_failed_counts_again() -> None:
+    """The preemption counts its victims gone at once, before their evictions are
+    answered; a victim whose eviction failed is counted again, and still leaves the
+    count when it does go."""
+    victim = gpu_pod("a0", "a", node_name="n1")
+    env = cluster(victim, gpu_pod("a1", "a", node_name="n1"))
+    capacity(env).evicted(info(victim))
+    assert used(env, "a") == 1
+    capacity(env).kept(info(victim))
+    assert used(env, "a") == 2
+    assert capacity(env).leaving == set()
+    env.events.on_pod("DELETED", victim)
+    assert used(env, "a") == 1
+
+
 def borrowed_cluster(b_priority: int = 0) -> Env:
     """A at 6 (borrowing 2), B at 4, all 10 GPUs in use."""
     pods = [

@@ -321,6 +321,29 @@ def test_a_pod_nominated_to_a_node_counts_for_anti_affinity() -> None:
     assert env.feasible(outranking) == ["a2"]
 
 
+def guard_nominated_to(node: str) -> Json:
+    """A preemptor nominated to ``node`` whose anti-affinity keeps web pods off it."""
+    return pod(
+        "guard-pre",
+        "100m",
+        labels=DB,
+        priority=10,
+        nominated=node,
+        affinity=pod_affinity(anti=[term(HOSTNAME, WEB)]),
+    )
+
+
+def test_a_nominated_pods_anti_affinity_refuses_a_pod_without_terms() -> None:
+    # A pod with no terms of its own is refused only by the nominated pods' required
+    # anti-affinity: a2's nominee keeps web pods away, a1's nominee (no terms) does not.
+    env = make_env(zoned("a1", "a"), zoned("a2", "a"))
+    env.add(pod("plain-pre", "100m", labels=DB, priority=10, nominated="a1"))
+    env.add(guard_nominated_to("a2"))
+    wanted = pod("web", "100m", labels=WEB)
+    assert env.feasible(wanted) == ["a1"]
+    assert env.feasible(pod("db", "100m", labels=DB)) == ["a1", "a2"]
+
+
 def test_existing_pods_terms_follow_the_pods_across_cycles() -> None:
     """The existing pods' terms are kept between cycles and grouped: two pods with the
     same term weigh twice; a deleted pod's term, or a deleted node's pods' terms, stop
@@ -343,3 +366,18 @@ def test_existing_pods_terms_follow_the_pods_across_cycles() -> None:
     assert env.feasible(wanted) == ["a1", "a2", "b1"]
     env.events.on_node("DELETED", zoned("a2", "a"))
     assert scores(env, "InterPodAffinity", wanted, "a1", "b1") == [0, 100]
+
+
+def test_prefilter_skips_a_pod_nothing_can_refuse() -> None:
+    """kube-scheduler's PreFilter answers Skip for a pod without required terms when no
+    pod has a required anti-affinity; here a nominated pod's counts too. Skipped, the
+    Filter and the dry runs' counting do not run for it."""
+    env = make_env(zoned("a1", "a"), zoned("a2", "a"))
+    plain = info(pod("web", "100m", labels=WEB))
+    state = CycleState()
+    env.cycle.feasible(state, plain)
+    assert {"InterPodAffinity", "PodTopologySpread"} <= state.skip_filter
+    env.add(guard_nominated_to("a2"))
+    state = CycleState()
+    env.cycle.feasible(state, plain)
+    assert "InterPodAffinity" not in state.skip_filter

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.framework.interface import CycleState
 from tests.unit.scheduler_fixtures import (
     Env,
     Json,
@@ -331,3 +332,53 @@ def test_only_extended_resources_can_be_ignored() -> None:
     """cpu is Kubernetes' own: naming it in ignoredResources does not stop the check."""
     env = make_env(node("n1", cpu="1"), profile=fit_args(ignoredResources=["cpu"]))
     assert env.feasible(pod("p", "2")) == []
+
+
+def test_one_rows_answer_is_the_whole_tables_at_that_row() -> None:
+    """Preemption's dry runs ask NodeResourcesFit about one node at a time; that answer is
+    the full filter's at the row, with nominated preemptors holding room, pods taken off
+    the row, and more than one resource short."""
+    env = make_env(
+        node("n1", cpu="4", memory="4Gi", pods=3),
+        node("n2", cpu="2", memory="8Gi"),
+        node("n3", cpu="8", memory="1Gi"),
+        pod("a", "3", memory="1Gi", node_name="n1"),
+        pod("b", "1", node_name="n1"),
+        pod("c", "1", memory="7Gi", node_name="n2"),
+        pod("held", "5", priority=100, nominated="n3"),
+    )
+    fit = env.plugin("NodeResourcesFit")
+    nodes = env.view.nodes
+    for raw in (pod("p", "2", memory="2Gi"), pod("q", "100m", priority=200), pod("r", "9")):
+        state, wanted = CycleState(), info(raw)
+        env.cycle.feasible(state, wanted)  # PreFilter fills what the filter reads
+        for changed in (False, True):
+            if changed:  # a dry run takes a and c off their rows
+                for raw_victim in (
+                    pod("a", "3", memory="1Gi", node_name="n1"),
+                    pod("c", "1", memory="7Gi", node_name="n2"),
+                ):
+                    victim = info(raw_victim)
+                    row = nodes.index[victim.node_name]
+                    env.handle.runner.run_remove_pod(state, wanted, victim, row)
+            whole = fit.filter(state, wanted, nodes)
+            for name in ("n1", "n2", "n3"):
+                row = nodes.index[name]
+                expected = tuple(r.message for r in whole.reasons if r.rows[row])
+                assert fit.filter_at(state, wanted, nodes, row) == expected, (raw, name)
+
+
+def test_a_dry_runs_node_only_verdicts_follow_a_node_change() -> None:
+    """Preemption's dry runs reuse the verdicts of filters that read no pods (here
+    NodeAffinity) within an attempt, and judge again once a node changed."""
+    env = make_env(node("n1", cpu="4"), pod("low", "4", node_name="n1"))
+    wanted = info(pod("p", "1", node_selector={"disk": "ssd"}))
+    state = CycleState()
+    env.cycle.feasible(state, wanted)
+    runner = env.handle.runner
+    row = env.view.nodes.index["n1"]
+    assert runner.run_filter_at(state, wanted, row) == (
+        "node(s) didn't match Pod's node affinity/selector",
+    )
+    env.events.on_node("MODIFIED", node("n1", cpu="4", labels={"disk": "ssd"}))
+    assert runner.run_filter_at(state, wanted, row) == ("Insufficient cpu",)

@@ -44,3 +44,24 @@ def padded(table: Ints, width: int) -> Ints:
     if table.shape[1] < width:
         return np.pad(table, ((0, 0), (0, width - table.shape[1])))
     return table
+
+
+def free_at(state: CycleState, nodes: NodeTable, row: int) -> Ints:
+    """``free_capacity``'s row ``row`` alone, computed for that row only."""
+    width = nodes.allocatable.shape[1]
+    free: Ints = nodes.allocatable[row].copy()
+    if state.ignore_requested:
+        return free
+    free -= nodes.requested[row]
+    if state.withheld is not None:
+        free -= _row(state.withheld, row, width)
+    if state.nominated is not None:
+        free = np.maximum(free - _row(state.nominated, row, width), np.minimum(free, 0))
+    if state.released is not None:
+        free += _row(state.released, row, width)
+    return free
+
+
+def _row(table: Ints, row: int, width: int) -> Ints:
+    out: Ints = padded(table[row : row + 1], width)[0]
+    return out

@@ -7,6 +7,7 @@ nodes at once: a filter returns which rows pass and, for the rows that fail, why
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -126,6 +127,9 @@ class CycleState:
     group: tuple[int, int] | None = None
     # The gang member's hold: how long its room stays while its binding fails.
     hold: GangHold | None = None
+    # Verdicts of the filters that read no pods, by plugin, with the node table's
+    # generation they were judged at (for preemption's dry runs).
+    node_verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
 
     def limit_nodes(self, rows: Mask, plugin: str) -> None:
         self.node_subset = rows if self.node_subset is None else self.node_subset & rows
@@ -176,6 +180,10 @@ class Plugin:
     # Kinds whose watch events this plugin keeps a cache of, through ``on_event``: the
     # event table calls it after the view and the reservation book, before the queue.
     consumes: ClassVar[frozenset[str]] = frozenset()
+    # True when its Filter reads the pod and the nodes' own fields, never the pods on the
+    # nodes: a preemption dry run, which only takes pods off and puts them back, reuses
+    # its verdict instead of judging every node again for each node it tries.
+    filter_reads_no_pods: ClassVar[bool] = False
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         self.args = args
@@ -244,6 +252,18 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class RowFilterPlugin(Protocol):
+    """A filter that answers for one row without judging every node: preemption's dry runs
+    ask about one node hundreds of times an attempt."""
+
+    def filter_at(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int
+    ) -> tuple[str, ...]:
+        """The reasons ``filter`` gives the row, in its order; () when it passes."""
+        ...
+
+
+@runtime_checkable
 class ScorePlugin(Protocol):
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         """Scores 0..100 for the given rows, already normalized."""
@@ -274,6 +294,9 @@ class PostFilterResult:
     # kube-scheduler's NominatingMode: True (ModeOverride) sets the pod's nomination to
     # ``nominated_node``, "" clearing it; False (ModeNoop) leaves it as it is.
     override: bool = False
+    # The preemption's API calls (the victims' evictions, the nominations), still under
+    # way: the pod is not tried again before they end (kube-scheduler's async preemption).
+    acting: asyncio.Task[None] | None = None
 
 
 @runtime_checkable

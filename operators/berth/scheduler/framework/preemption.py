@@ -10,14 +10,15 @@ possible, most important first and pods whose PodDisruptionBudget has no disrupt
 before the others (a policy may order the reprieve otherwise: tree reclaim gives back its
 nearest-quota, terminating, low-priority, young pods last). The node chosen has the fewest
 PDB violations, then the lowest highest-priority victim, the lowest sum of priorities, the
-fewest victims, the most recently started victims. Victims are evicted through the
-Eviction API; a victim whose budget is exhausted (only chosen when every candidate violates
-a budget) is deleted, as kube-scheduler does. The pod is nominated to the node, which
-holds the freed capacity.
+fewest victims, the most recently started victims. DefaultPreemption deletes its victims,
+as kube-scheduler does; a quota's preemption evicts them through the Eviction API, and
+deletes a victim whose budget is exhausted (only chosen when every candidate violates a
+budget). The pod is nominated to the node, which holds the freed capacity.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections import Counter
@@ -31,7 +32,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from berth import log
 from berth.api.meta import LabelSelector
 from berth.gang.preemption import rank
-from berth.kube.write import NotFound
+from berth.kube.write import Conflict, NotFound
 from berth.scheduler.cache.nodetable import Ints
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.reservations import is_reservation
@@ -77,6 +78,10 @@ class VictimPolicy(Protocol):
         """The victim is on its way out (before the watch says so)."""
         ...
 
+    def kept(self, victim: PodInfo) -> None:
+        """Its eviction failed: it counts again where ``evicted`` stopped counting it."""
+        ...
+
     def why(self, victim: PodInfo) -> str:
         """What let the victim be taken, for the log ("" when priority alone did)."""
         ...
@@ -106,9 +111,19 @@ def more_important_first(pods: list[PodInfo]) -> list[PodInfo]:
 class Evaluator:
     """Dry runs and the acting part of preemption, for one profile."""
 
-    def __init__(self, name: str, args: dict[str, Any], handle: Handle) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: dict[str, Any],
+        handle: Handle,
+        *,
+        eviction_api: bool = True,
+        asynchronous: bool = False,
+    ) -> None:
         self.name = name
         self.handle = handle
+        self.eviction_api = eviction_api
+        self.asynchronous = asynchronous
         self.min_percentage = int(args.get("minCandidateNodesPercentage", 10))
         self.min_absolute = int(args.get("minCandidateNodesAbsolute", 100))
         self.rng = random.Random()
@@ -142,9 +157,17 @@ class Evaluator:
         guarded = await self.handle.runner.run_before_eviction(state, pod, best.node)
         if not guarded.ok:
             return self.fail(f"preemption: {guarded.message}", attempted=True)
-        await self._prepare(pod, best, preempted_message, policy)
+        acting = None
+        if self.asynchronous:
+            acting = self._prepare_async(pod, best, preempted_message, policy)
+        else:
+            await self._prepare(pod, best, preempted_message, policy)
         return PostFilterResult(
-            nominated_node=best.node, attempted=True, victims=len(best.victims), override=True
+            nominated_node=best.node,
+            attempted=True,
+            victims=len(best.victims),
+            override=True,
+            acting=acting,
         )
 
     async def preempt_by(
@@ -299,66 +322,129 @@ class Evaluator:
     # -- acting ----------------------------------------------------------------------
 
     async def evict(self, victim: PodInfo, preempted_message: str) -> None:
-        """The DisruptionTarget condition, then an eviction, or a deletion when a
-        disruption budget refuses it (429), as kube-scheduler does; NotFound if the
-        victim is gone meanwhile."""
+        """The DisruptionTarget condition, then the victim's deletion (kube-scheduler's
+        DefaultPreemption: its budgets were weighed in choosing the victims), or through
+        the Eviction API (a quota's preemption, as the design asks), deleted when a
+        disruption budget refuses it (429); NotFound if the victim is gone meanwhile."""
         writer = self.handle.writer
         assert writer is not None
         await writer.mark_preempted(victim, f"{self.handle.profile}: {preempted_message}")
+        if self.eviction_api:
+            try:
+                await writer.evict(victim)
+                return
+            except ApiException as err:
+                if err.status != 429:
+                    raise
         try:
-            await writer.evict(victim)
-        except ApiException as err:
-            if err.status != 429:
-                raise
             await writer.delete(victim)
+        except Conflict as err:  # another pod of its name now: this one is gone
+            raise NotFound(status=404, reason="Not Found") from err
 
     async def _prepare(
         self, pod: PodInfo, best: Candidate, preempted_message: str, policy: VictimPolicy
     ) -> None:
-        writer = self.handle.writer
-        assert writer is not None
+        """Evict the victims one after another, each counted gone for the policy once its
+        eviction is accepted, then nominate the pod: a quota's preemption, decided on
+        accounting the next attempt must see settled."""
         why = {victim.uid: policy.why(victim) for victim in best.victims}  # as decided
         for victim in best.victims:
-            if victim.deleting:
-                policy.evicted(victim)
-                continue  # already on its way out
-            try:
-                await self.evict(victim, preempted_message)
-            except NotFound:
-                # Deleted since the dry run (kube-scheduler skips such a victim too): what
-                # it held is freed all the same.
-                policy.evicted(victim)
-                continue
+            if not victim.deleting:  # else already on its way out
+                await self._evict_one(pod, victim, best.node, preempted_message, why[victim.uid])
             policy.evicted(victim)
-            writer.event(
-                victim.raw,
-                "Pod",
-                "Preempted",
-                f"Preempted by pod {pod.uid} on node {best.node}",
-            )
-            logger.info(
-                "preempted",
-                namespace=victim.namespace,
-                name=victim.name,
-                priority=victim.priority,
-                preemptor=pod.key,
-                preemptor_priority=pod.priority,
-                node=best.node,
-                plugin=self.name,
-                why=why[victim.uid],
-            )
         await self.release_lower(pod, best.node)
         self.handle.view.nominate(pod, best.node)
         await self.write_nomination(pod, best.node)
 
-    async def release_lower(self, pod: PodInfo, node: str) -> None:
-        """Drop the nominations of pods of lower priority to ``node``: what is freed there is
-        the preemptor's (kube-scheduler's prepareCandidate)."""
+    def _prepare_async(
+        self, pod: PodInfo, best: Candidate, preempted_message: str, policy: VictimPolicy
+    ) -> asyncio.Task[None]:
+        """Nominate the pod at once, in the view; evict the victims together and write the
+        nominations in a task of their own (kube-scheduler's async preemption, on by
+        default since 1.33): an eviction is an API round trip, a tenth of a second on a
+        busy API server, and the loop schedules other pods meanwhile. The victims count as
+        gone for the policy at once; one whose eviction fails counts again."""
+        why = {victim.uid: policy.why(victim) for victim in best.victims}  # as decided
+        for victim in best.victims:
+            policy.evicted(victim)
+        lower = self._drop_lower(pod, best.node)
+        self.handle.view.nominate(pod, best.node)
+        return asyncio.create_task(self._act(pod, best, preempted_message, policy, why, lower))
+
+    async def _act(
+        self,
+        pod: PodInfo,
+        best: Candidate,
+        preempted_message: str,
+        policy: VictimPolicy,
+        why: dict[str, str],
+        lower: list[PodInfo],
+    ) -> None:
+        """The API side of an async preemption; raises the first eviction that failed."""
+
+        async def one(victim: PodInfo) -> None:
+            try:
+                await self._evict_one(pod, victim, best.node, preempted_message, why[victim.uid])
+            except BaseException:
+                policy.kept(victim)
+                raise
+
+        outcomes = await asyncio.gather(
+            *(one(v) for v in best.victims if not v.deleting), return_exceptions=True
+        )
+        for other in lower:
+            await self.write_nomination(other, "")
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        await self.write_nomination(pod, best.node)
+
+    async def _evict_one(
+        self,
+        pod: PodInfo,
+        victim: PodInfo,
+        node: str,
+        preempted_message: str,
+        why: str,
+    ) -> None:
+        try:
+            await self.evict(victim, preempted_message)
+        except NotFound:
+            # Deleted since the dry run (kube-scheduler skips such a victim too): what it
+            # held is freed all the same.
+            return
+        writer = self.handle.writer
+        assert writer is not None
+        writer.event(victim.raw, "Pod", "Preempted", f"Preempted by pod {pod.uid} on node {node}")
+        logger.info(
+            "preempted",
+            namespace=victim.namespace,
+            name=victim.name,
+            priority=victim.priority,
+            preemptor=pod.key,
+            preemptor_priority=pod.priority,
+            node=node,
+            plugin=self.name,
+            why=why,
+        )
+
+    def _drop_lower(self, pod: PodInfo, node: str) -> list[PodInfo]:
+        """Drop, in the view, the nominations of pods of lower priority to ``node``: what
+        is freed there is the preemptor's (kube-scheduler's prepareCandidate). The pods
+        whose status still names the node."""
         view = self.handle.view
+        dropped = []
         for uid, (held, other) in list(view.nominated.items()):
             if held == node and other.priority < pod.priority and uid != pod.uid:
                 view.nominated.pop(uid, None)
-                await self.write_nomination(other, "")
+                dropped.append(other)
+        return dropped
+
+    async def release_lower(self, pod: PodInfo, node: str) -> None:
+        """Drop the nominations of pods of lower priority to ``node``, in the view and in
+        their status."""
+        for other in self._drop_lower(pod, node):
+            await self.write_nomination(other, "")
 
     async def write_nomination(self, pod: PodInfo, node: str) -> None:
         """``status.nominatedNodeName``; a pod deleted meanwhile keeps no nomination (its

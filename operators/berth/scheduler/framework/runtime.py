@@ -17,13 +17,14 @@ rolled back. The rules are kube-scheduler's:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
 from berth.podresources import Resources
-from berth.scheduler.cache.nodetable import Ints, Mask
+from berth.scheduler.cache.nodetable import Ints, Mask, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.view import ClusterView
 from berth.scheduler.framework.interface import (
@@ -48,9 +49,12 @@ from berth.scheduler.framework.interface import (
     PreFilterPlugin,
     QueueSharePlugin,
     ReservePlugin,
+    RowFilterPlugin,
     ScorePlugin,
     Status,
 )
+
+RowFilter = Callable[[CycleState, PodInfo, NodeTable, int], tuple[str, ...]]
 
 
 @dataclass
@@ -182,10 +186,24 @@ class Framework:
         Preemption's dry runs call this after taking pods off the row (``run_remove_pod``).
         """
         nodes = self.view.nodes
-        for plugin in self.filter:
-            if _name(plugin) in state.skip_filter:
+        for plugin, name, at_row, reads_no_pods in self._row_filters:
+            if name in state.skip_filter:
                 continue
-            verdict = plugin.filter(state, pod, nodes)
+            if at_row is not None:
+                reasons = at_row(state, pod, nodes, row)
+                if reasons:
+                    return reasons
+                continue
+            if reads_no_pods:
+                memo = state.node_verdicts.get(name)
+                if memo is None or memo[0] != nodes.node_generation:
+                    memo = state.node_verdicts[name] = (
+                        nodes.node_generation,
+                        plugin.filter(state, pod, nodes),
+                    )
+                verdict = memo[1]
+            else:
+                verdict = plugin.filter(state, pod, nodes)
             if not verdict.passed[row]:
                 return tuple(r.message for r in verdict.reasons if r.rows[row])
         return ()
@@ -207,6 +225,18 @@ class Framework:
     # The plugins of an optional interface, found once the profile is assembled: a check
     # against a runtime protocol reads every one of its attributes each time, and these run
     # for every pod a preemption dry run adds or removes.
+    @cached_property
+    def _row_filters(self) -> list[tuple[FilterPlugin, str, RowFilter | None, bool]]:
+        return [
+            (
+                p,
+                _name(p),
+                p.filter_at if isinstance(p, RowFilterPlugin) else None,
+                bool(getattr(p, "filter_reads_no_pods", False)),
+            )
+            for p in self.filter
+        ]
+
     @cached_property
     def _extensions(self) -> list[tuple[str, PreFilterExtensions]]:
         return [(_name(p), p) for p in self.pre_filter if isinstance(p, PreFilterExtensions)]

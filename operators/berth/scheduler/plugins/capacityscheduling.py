@@ -592,6 +592,16 @@ class CapacityScheduling(Plugin):
         self.leaving.add(victim.uid)
         self.ledger.remove(victim.uid)
 
+    def kept(self, victim: PodInfo) -> None:
+        """Its eviction failed: it counts again as its latest state says."""
+        if victim.uid not in self.leaving:
+            return
+        self.leaving.discard(victim.uid)
+        self._accounted.pop(victim.uid, None)
+        current = self.handle.view.pods.get(victim.uid)
+        if current is not None:
+            self.on_event(POD, "MODIFIED", current)
+
     def _refresh_quotas(self) -> None:
         version = self.handle.view.custom_versions.get(KIND, 0)
         if version != self._quotas_version:
@@ -1165,6 +1175,9 @@ class TreeVictims:
     def evicted(self, victim: PodInfo) -> None:
         self.plugin.evicted(victim)
 
+    def kept(self, victim: PodInfo) -> None:
+        self.plugin.kept(victim)
+
     def why(self, victim: PodInfo) -> str:
         found = self.plugin.reclaim_pod(victim)
         if found is None:
@@ -1255,6 +1268,9 @@ class QuotaVictims:
 
     def evicted(self, victim: PodInfo) -> None:
         self.plugin.evicted(victim)
+
+    def kept(self, victim: PodInfo) -> None:
+        self.plugin.kept(victim)
 
     def why(self, victim: PodInfo) -> str:
         """A reclaim's victim: its quota over its min, as the ledger counted it then."""

@@ -27,7 +27,9 @@ class DefaultPreemption(Plugin):
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)
-        self.evaluator = Evaluator(self.name, args, handle)
+        # kube-scheduler deletes the victims it chose (after the DisruptionTarget condition),
+        # in a task of their own (its async preemption).
+        self.evaluator = Evaluator(self.name, args, handle, eviction_api=False, asynchronous=True)
 
     async def post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
@@ -62,6 +64,9 @@ class DefaultPreemption(Plugin):
 
     def evicted(self, victim: PodInfo) -> None:
         pass  # the node table follows the watch; the nominated pod holds the room meanwhile
+
+    def kept(self, victim: PodInfo) -> None:
+        pass
 
     def why(self, victim: PodInfo) -> str:
         return ""  # its lower priority

@@ -61,6 +61,7 @@ def _required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
 
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
+    filter_reads_no_pods = True
 
     def __init__(self, args: dict[str, Any], handle: Handle) -> None:
         super().__init__(args, handle)

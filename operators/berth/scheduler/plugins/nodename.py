@@ -14,6 +14,7 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName(Plugin):
     name = "NodeName"
+    filter_reads_no_pods = True
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (on(NODE, ActionType.ADD),)

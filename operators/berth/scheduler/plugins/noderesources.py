@@ -22,7 +22,7 @@ from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, Mask, NodeTabl
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.view import object_key
 from berth.scheduler.config import ConfigError
-from berth.scheduler.framework.capacity import free_capacity
+from berth.scheduler.framework.capacity import free_at, free_capacity
 from berth.scheduler.framework.clusterevents import (
     ELASTIC_QUOTA,
     NODE,
@@ -42,6 +42,8 @@ from berth.scheduler.framework.interface import (
 )
 
 TOO_MANY_PODS = "Too many pods"
+# The cycle state's entry for what the pod asks for, by column (see insufficient_at).
+ASKED_KEY = "NodeResourcesFit/asked"
 DEFAULT_RESOURCES = ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
 STRATEGIES = ("LeastAllocated", "MostAllocated")
 
@@ -76,6 +78,31 @@ def insufficient(
             if (column_short & too_big).any():
                 reasons.append(Reason(column_short & too_big, message, resolvable=False))
     return Verdict(~failed, tuple(reasons))
+
+
+def insufficient_at(
+    state: CycleState, pod: PodInfo, nodes: NodeTable, row: int, ignored: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """``insufficient``'s reasons for one row, in its order, without judging every node.
+    What the pod asks for is worked out once per attempt (and again if a resource column
+    appeared meanwhile): a preemption's dry runs ask hundreds of times."""
+    asked_for = state.data.get(ASKED_KEY)
+    if asked_for is None or asked_for[0] != (pod.uid, len(nodes.columns)):
+        need = nodes.vector({r: v for r, v in pod.requests.items() if not ignored(r)})
+        need[nodes.columns[PODS]] = 1
+        asked = np.flatnonzero(need > 0)
+        by_column = {col: resource for resource, col in nodes.columns.items()}
+        messages = [
+            TOO_MANY_PODS if by_column[c] == PODS else f"Insufficient {by_column[c]}"
+            for c in asked.tolist()
+        ]
+        asked_for = (pod.uid, len(nodes.columns)), asked, need[asked], messages
+        state.data[ASKED_KEY] = asked_for
+    _, asked, wanted, messages = asked_for
+    short = free_at(state, nodes, row)[asked] < wanted
+    if not short.any():
+        return ()
+    return tuple(m for m, lacks in zip(messages, short.tolist(), strict=True) if lacks)
 
 
 def _requested_and_allocatable(
@@ -264,6 +291,11 @@ class NodeResourcesFit(Plugin):
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         return insufficient(state, pod, nodes, self.ignores)
+
+    def filter_at(
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int
+    ) -> tuple[str, ...]:
+        return insufficient_at(state, pod, nodes, row, self.ignores)
 
     def ignores(self, resource: str) -> bool:
         """kube-scheduler's ``ignoredResources`` and ``ignoredResourceGroups`` (the part of

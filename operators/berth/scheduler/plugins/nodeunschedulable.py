@@ -14,6 +14,7 @@ UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=Taint
 
 class NodeUnschedulable(Plugin):
     name = "NodeUnschedulable"
+    filter_reads_no_pods = True
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (

@@ -28,6 +28,7 @@ def reason(taint: Taint) -> str:
 
 class TaintToleration(Plugin):
     name = "TaintToleration"
+    filter_reads_no_pods = True
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (on(NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),)

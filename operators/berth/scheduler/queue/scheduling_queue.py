@@ -12,6 +12,9 @@ for each. A pod that failed waits out its backoff (initial doubling to max per a
 pod no node could take waits among the unschedulable until a cluster event that could help
 (node added or changed, a bound pod gone, a reservation or quota changed), or five
 minutes, as kube-scheduler does. Pods with scheduling gates are held until the gates go.
+With no pod active, the pod an event sent back whose backoff ends first is tried at once
+(kube-scheduler's PopFromBackoffQ, on by default since 1.33): the backoff keeps retries
+from crowding out other pods, and an idle loop has none to crowd out.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ class _Entry:
     # The plugins that rejected it last: only their cluster events bring it back.
     rejected_by: frozenset[str] = frozenset()
     share: float = 0.0  # the fair share last read for it
+    # In backoff because an event sent it back (not an error's retry, not a gang's wait):
+    # it may be tried before its backoff ends when no pod is active.
+    early: bool = False
 
 
 class SchedulingQueue:
@@ -138,12 +144,36 @@ class SchedulingQueue:
                     self._active_set.discard(uid)
                     self._in_flight.add(uid)
                     return self._entries[uid].pod
+            early = self._pop_backoff_early()
+            if early is not None:
+                return early
             self._wake.clear()
             timeout = None
             if self._backoff:
                 timeout = max(0.0, self._backoff[0][0] - self.clock())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _pop_backoff_early(self) -> PodInfo | None:
+        """The backoff's first pod an event sent back, taken in flight; None if none."""
+        kept = []
+        found = None
+        while self._backoff:
+            item = heapq.heappop(self._backoff)
+            uid = item[2]
+            if uid not in self._backoff_set:
+                continue  # left the backoff since
+            if self._entries[uid].early:
+                found = uid
+                break
+            kept.append(item)
+        for item in kept:
+            heapq.heappush(self._backoff, item)
+        if found is None:
+            return None
+        self._backoff_set.discard(found)
+        self._in_flight.add(found)
+        return self._entries[found].pod
 
     def done(self, uid: str) -> None:
         """Scheduled (assumed and sent to bind): the queue lets go of it."""
@@ -262,6 +292,7 @@ class SchedulingQueue:
 
     def _to_backoff_or_active(self, entry: _Entry, event: str) -> None:
         if entry.ready_at > self.clock():
+            entry.early = event != ATTEMPT_FAILURE
             self._count(event, "backoff")
             self._backoff_set.add(entry.pod.uid)
             heapq.heappush(self._backoff, (entry.ready_at, next(self._seq), entry.pod.uid))

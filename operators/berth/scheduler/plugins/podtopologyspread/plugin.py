@@ -10,7 +10,15 @@ from berth.scheduler.cache.nodetable import Ints, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.podterms import SpreadConstraint, selects
 from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework.interface import SUCCESS, CycleState, Handle, Plugin, Status, Verdict
+from berth.scheduler.framework.interface import (
+    SUCCESS,
+    CycleState,
+    Handle,
+    Plugin,
+    Status,
+    Verdict,
+    skip,
+)
 from berth.scheduler.plugins.nominated import with_nominated
 from berth.scheduler.plugins.perrow import PerRowCounts
 from berth.scheduler.plugins.podtopologyspread.common import Defaults
@@ -33,7 +41,11 @@ class PodTopologySpread(Plugin):
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         hard = self.constraints(pod, hard=True)
-        state.data[self.name] = pre_filter(pod, hard, nodes, self.counter) if hard else None
+        if not hard:
+            # No constraint to keep (kube-scheduler's PreFilter answers Skip): neither its
+            # Filter nor the dry runs' pod counting runs for this pod.
+            return skip(self.name)
+        state.data[self.name] = pre_filter(pod, hard, nodes, self.counter)
         return SUCCESS
 
     def _state(self, state: CycleState) -> FilterState | None:

@@ -1023,6 +1023,23 @@ async def test_the_loop_goes_on_while_a_preemptions_evictions_are_under_way() ->
     assert (loop.queue.where("default", "preemptor") or {})["queue"] == "unschedulable"
 
 
+async def test_a_preemptor_tried_again_before_the_watch_shows_its_victims_leaving_waits() -> None:
+    """Its victims' deletions accepted, its nomination not yet written back by the watch:
+    tried again (an event elsewhere), the preemptor is not eligible to preempt (its victim
+    is leaving its nominated node), and nothing more is deleted for it."""
+    low = pod("low", "4", node_name="n1")
+    other = pod("other", "4", node_name="n2")
+    preemptor = berth_pod("preemptor", "4", priority=100)
+    loop = Loop(node("n1", cpu="4"), node("n2", cpu="4"), low, other, preemptor)
+    await loop.attempt()
+    assert len([c for c in loop.writer.calls if c[0] == "delete"]) == 1
+    loop.queue.move_all()
+    await loop.attempt()
+    assert len([c for c in loop.writer.calls if c[0] == "delete"]) == 1
+    (message,) = [c[1][1] for c in loop.writer.calls if c[0] == "unschedulable"][-1:]
+    assert message.endswith("not eligible due to a terminating pod on the nominated node.")
+
+
 async def test_a_preemption_whose_eviction_failed_drops_its_nomination_and_backs_off() -> None:
     """An eviction refused by the API server (not a budget's 429, not a victim gone): the
     preemptor holds no nomination (it would keep the node's room from others) and is tried

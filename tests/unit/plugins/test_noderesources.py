@@ -219,6 +219,44 @@ def test_a_pod_leaving_a_node_helps_only_pods_that_node_could_then_take() -> Non
     assert fit.after_pod_change(info(pod("three", "3", priority=5)), info(pod("p", "1")), None)
 
 
+def test_a_preemptor_waiting_for_its_victims_is_sent_back_when_they_are_all_gone() -> None:
+    """A preemptor of 3.5 CPU nominated to n1 (4 CPU) waits for its three victims of 1.3
+    CPU there, which the scheduler has had deleted; it preempts nothing meanwhile. The
+    first two leaving n1, or a pod leaving n2 that only evictions would make room beside,
+    are no news for it; the last victim leaving n1 is."""
+    victims = [pod(f"v{i}", "1300m", node_name="n1") for i in range(3)]
+    n2_pods = [pod("n2-low", "2", node_name="n2"), pod("n2-gone", "1", node_name="n2")]
+    env = make_env(node("n1"), node("n2"), *victims, *n2_pods)
+    fit = env.plugin("NodeResourcesFit")
+    preemptor = pod("preemptor", "3500m", priority=5)
+    preemptor["status"] = {"nominatedNodeName": "n1"}
+    waiting = info(preemptor)
+    env.view.leaving.update(info(v).uid for v in victims)
+    assert not fit.after_pod_change(waiting, left(env, victims[0]), None)
+    assert not fit.after_pod_change(waiting, left(env, victims[1]), None)
+    # n2 keeps 2 CPU of priority 0: 2 free, not 3.5, unless it preempted there.
+    assert not fit.after_pod_change(waiting, left(env, n2_pods[1]), None)
+    assert fit.after_pod_change(waiting, left(env, victims[2]), None)
+    assert env.view.leaving == set()
+    # With no victim of its own leaving, it may preempt again: n2's evictions count.
+    assert fit.after_pod_change(waiting, left(env, n2_pods[0]), None)
+
+
+def test_room_held_for_a_nominated_preemptor_is_no_news_for_others() -> None:
+    """n1's last pod leaves while another preemptor of the same priority is nominated
+    there, holding 3 of its 4 CPU: a 2-CPU pod of that priority could not take n1; one of
+    1 CPU could, and one of higher priority could take the nominee's room."""
+    gone = pod("gone", "3", node_name="n1")
+    nominee = pod("nominee", "3", priority=5, nominated="n1")
+    env = make_env(node("n1"), gone, nominee)
+    env.view.nominate(info(nominee), "n1")
+    fit = env.plugin("NodeResourcesFit")
+    before = left(env, gone)
+    assert not fit.after_pod_change(info(pod("two", "2", priority=5)), before, None)
+    assert fit.after_pod_change(info(pod("one", "1", priority=5)), before, None)
+    assert fit.after_pod_change(info(pod("urgent", "2", priority=9)), before, None)
+
+
 def test_with_quotas_another_namespace_s_pods_count_as_reclaimable() -> None:
     """A quota within its min reclaims from other quotas whatever the priority: for a pod
     of a quota namespace, pods of other namespaces might all go."""

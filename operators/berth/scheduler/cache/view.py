@@ -40,6 +40,9 @@ class ClusterView:
     # node's report (NodeMetric, NodeResourceTopology) may not include yet.
     placed_at: dict[str, float] = field(default_factory=dict)
     nominated: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
+    # Victims whose deletion or eviction the scheduler has had accepted, until the watch
+    # shows them gone: terminating, though the watch may not say so yet.
+    leaving: set[str] = field(default_factory=set)
     priority_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Services, controllers and namespace labels (topology spread defaults, affinity terms).
@@ -104,6 +107,7 @@ class ClusterView:
         uid = (raw.get("metadata") or {}).get("uid", "")
         if kind == "DELETED":
             pod = self.pods.pop(uid, None) or PodInfo.from_pod(raw)
+            self.leaving.discard(uid)
             was_counted = self._uncount(uid) is not None
             self.assumed.pop(uid, None)
             # A pending pod nominated after a preemption held the room (and quota) freed

@@ -196,15 +196,19 @@ class Evaluator:
         """Why the pod may not preempt now, or "" (kube-scheduler's PodEligibleToPreemptOthers)."""
         if (pod.raw.get("spec") or {}).get("preemptionPolicy") == "Never":
             return "not eligible due to preemptionPolicy=Never."
-        nominated = pod.nominated_node
-        row = self.handle.view.nodes.index.get(nominated) if nominated else None
+        view = self.handle.view
+        # The view's nomination first: an async preemption's is there before the pod's
+        # status says so, and its victims are leaving before the watch shows them so.
+        held = view.nominated.get(pod.uid)
+        nominated = held[0] if held is not None else pod.nominated_node
+        row = view.nodes.index.get(nominated) if nominated else None
         if row is None:
             return ""
         if diagnosis.prefilter is None and not diagnosis.resolvable_rows[row]:
             return ""  # its nominated node cannot take it any more: it may preempt elsewhere
         if any(
-            other.preempted and policy.may_have_evicted(pod, other)
-            for other in self.handle.view.nodes.pods[row].values()
+            (other.preempted or other.uid in view.leaving) and policy.may_have_evicted(pod, other)
+            for other in view.nodes.pods[row].values()
         ):
             return "not eligible due to a terminating pod on the nominated node."
         return ""
@@ -348,8 +352,9 @@ class Evaluator:
         eviction is accepted, then nominate the pod: a quota's preemption, decided on
         accounting the next attempt must see settled."""
         why = {victim.uid: policy.why(victim) for victim in best.victims}  # as decided
+        leaving = self.handle.view.leaving
         for victim in best.victims:
-            if not victim.deleting:  # else already on its way out
+            if not (victim.deleting or victim.uid in leaving):  # else on its way out
                 await self._evict_one(pod, victim, best.node, preempted_message, why[victim.uid])
             policy.evicted(victim)
         await self.release_lower(pod, best.node)
@@ -365,16 +370,22 @@ class Evaluator:
         busy API server, and the loop schedules other pods meanwhile. The victims count as
         gone for the policy at once; one whose eviction fails counts again."""
         why = {victim.uid: policy.why(victim) for victim in best.victims}  # as decided
+        view = self.handle.view
+        evicting = [v for v in best.victims if not (v.deleting or v.uid in view.leaving)]
         for victim in best.victims:
             policy.evicted(victim)
+        view.leaving.update(v.uid for v in evicting)
         lower = self._drop_lower(pod, best.node)
-        self.handle.view.nominate(pod, best.node)
-        return asyncio.create_task(self._act(pod, best, preempted_message, policy, why, lower))
+        view.nominate(pod, best.node)
+        return asyncio.create_task(
+            self._act(pod, best.node, evicting, preempted_message, policy, why, lower)
+        )
 
     async def _act(
         self,
         pod: PodInfo,
-        best: Candidate,
+        node: str,
+        evicting: list[PodInfo],
         preempted_message: str,
         policy: VictimPolicy,
         why: dict[str, str],
@@ -384,20 +395,19 @@ class Evaluator:
 
         async def one(victim: PodInfo) -> None:
             try:
-                await self._evict_one(pod, victim, best.node, preempted_message, why[victim.uid])
+                await self._evict_one(pod, victim, node, preempted_message, why[victim.uid])
             except BaseException:
+                self.handle.view.leaving.discard(victim.uid)
                 policy.kept(victim)
                 raise
 
-        outcomes = await asyncio.gather(
-            *(one(v) for v in best.victims if not v.deleting), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(one(v) for v in evicting), return_exceptions=True)
         for other in lower:
             await self.write_nomination(other, "")
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        await self.write_nomination(pod, best.node)
+        await self.write_nomination(pod, node)
 
     async def _evict_one(
         self,
@@ -412,7 +422,10 @@ class Evaluator:
         except NotFound:
             # Deleted since the dry run (kube-scheduler skips such a victim too): what it
             # held is freed all the same.
+            self.handle.view.leaving.discard(victim.uid)
             return
+        if victim.uid in self.handle.view.pods:  # not seen deleted meanwhile
+            self.handle.view.leaving.add(victim.uid)
         writer = self.handle.writer
         assert writer is not None
         writer.event(victim.raw, "Pod", "Preempted", f"Preempted by pod {pod.uid} on node {node}")

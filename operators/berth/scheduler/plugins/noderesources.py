@@ -80,6 +80,10 @@ def insufficient(
     return Verdict(~failed, tuple(reasons))
 
 
+def _nothing(_: PodInfo) -> bool:
+    return False
+
+
 def insufficient_at(
     state: CycleState, pod: PodInfo, nodes: NodeTable, row: int, ignored: Callable[[str], bool]
 ) -> tuple[str, ...]:
@@ -175,6 +179,7 @@ class NodeResourcesFit(Plugin):
                 )
         # (the ElasticQuota version last looked at, whether any of them is a tree quota)
         self._quotas_seen: tuple[int, bool] = (-1, False)
+        self._nominations: tuple[object, str, list[PodInfo]] | None = None
         # The Reservation last parsed for a hint: one event asks for every rejected pod.
         self._parsed: tuple[dict[str, Any], Reservation] | None = None
 
@@ -221,7 +226,7 @@ class NodeResourcesFit(Plugin):
         gone = object_key(obj) not in self.handle.view.custom.get(RESERVATION, {})
         if not gone and _holding(new) == was:
             return False
-        return self._room_after_leaving(pod, was[0])
+        return self._room_after_leaving(pod, was[0], obj)
 
     def _may_own(self, pod: PodInfo, obj: dict[str, Any]) -> bool:
         parsed = self._parsed
@@ -239,25 +244,40 @@ class NodeResourcesFit(Plugin):
         too. kube-scheduler retries every pod Fit rejected on any such change: in a full
         cluster, hundreds of pods each time any pod ends, and the retries crowd out the
         pods of lower priority. A change on the pod's nominated node always helps: its
-        victims leaving there are what it waits for."""
+        victims leaving there are what it waits for, once they are all gone."""
         node = old.node_name if old is not None else ""
         if not node:
             return True
-        return self._room_after_leaving(pod, node)
+        return self._room_after_leaving(pod, node, old)
 
-    def _room_after_leaving(self, pod: PodInfo, node: str) -> bool:
-        """Whether room freed on ``node`` can help the pod: it is the pod's nominated node,
-        or the pod fits there with every pod some preemption could take for it gone."""
+    def _room_after_leaving(self, pod: PodInfo, node: str, event: object) -> bool:
+        """Whether room freed on ``node`` can help the pod: it fits there with every pod
+        some preemption could take for it gone, or it is the pod's nominated node. A pod
+        whose victims still leave its nominated node preempts nothing meanwhile (not
+        eligible, as kube-scheduler says): only room made without evictions helps it, there
+        as elsewhere. Each victim's deletion sent it back, and a thousand preemptors, each
+        waiting for three victims, were tried ten times each for nothing."""
         view = self.handle.view
-        held = view.nominated.get(pod.uid)
-        if node == pod.nominated_node or (held is not None and held[0] == node):
-            return True
         nodes = view.nodes
         row = nodes.index.get(node)
         if row is None:
             return True
+        held = view.nominated.get(pod.uid)
+        nominated = held[0] if held is not None else pod.nominated_node
         evictable = self._evictable(pod)
+        if nominated and self._victims_leave(nominated, pod):
+            evictable = _nothing
+        elif node == nominated:
+            return True
         kept = [other for other in nodes.pods[row].values() if not evictable(other)]
+        # Room the node holds for preemptors nominated there that rank with the pod or
+        # above stays theirs (else every node whose victims were gone looked free to every
+        # waiting preemptor until its own preemptor bound).
+        kept += [
+            other
+            for other in self._nominated_on(node, event)
+            if other.uid != pod.uid and other.priority >= pod.priority and not evictable(other)
+        ]
         need = {**pod.requests, PODS: 1}
         for resource, amount in need.items():
             col = nodes.columns.get(resource)
@@ -270,6 +290,28 @@ class NodeResourcesFit(Plugin):
             if nodes.allocatable[row, col] - used < amount:
                 return False
         return True
+
+    def _nominated_on(self, node: str, event: object) -> list[PodInfo]:
+        """The pods nominated to ``node``, found once per event (every waiting pod is asked
+        about the same one)."""
+        cached = self._nominations
+        if cached is None or cached[0] is not event or cached[1] != node:
+            nominees = [p for n, p in self.handle.view.nominated.values() if n == node]
+            cached = self._nominations = (event, node, nominees)
+        return cached[2]
+
+    def _victims_leave(self, node: str, pod: PodInfo) -> bool:
+        """Whether a victim of a preemption is leaving ``node``: one the scheduler has had
+        deleted, or a terminating pod of lower priority than ``pod``."""
+        view = self.handle.view
+        row = view.nodes.index.get(node)
+        if row is None:
+            return False
+        return any(
+            other.uid in view.leaving
+            or ((other.deleting or other.preempted) and other.priority < pod.priority)
+            for other in view.nodes.pods[row].values()
+        )
 
     def _evictable(self, pod: PodInfo) -> Callable[[PodInfo], bool]:
         """Pods some preemption could ever take for ``pod``, counted generously: lower

@@ -193,6 +193,24 @@ async def test_with_no_pod_active_an_event_s_pod_leaves_its_backoff_at_once(
     assert (await pop_now(queue)).name == "errored"
 
 
+async def test_a_pod_refused_again_and_again_waits_out_its_backoff_even_when_idle(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """An idle loop takes a pod an event sent back early only for its first retries: on
+    its third refusal it waits its 4 s backoff, whatever events send it back meanwhile."""
+    queue.add(pending("p"))
+    popped = await pop_now(queue)
+    for _ in range(2):
+        queue.unschedulable(popped)
+        queue.move_all()
+        popped = await pop_now(queue)  # early: its backoff had not ended
+    queue.unschedulable(popped)  # the third refusal: 4 s
+    queue.move_all()
+    assert await nothing_ready(queue)
+    clock.advance(4)
+    assert (await pop_now(queue)).name == "p"
+
+
 async def test_event_during_the_attempt_sends_the_pod_to_backoff(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:

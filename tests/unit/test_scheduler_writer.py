@@ -197,3 +197,29 @@ async def test_a_pod_whose_binding_failed_is_explained_again() -> None:
         await writer.bind(p, "n1")
     await writer.unschedulable(p, "0/3 nodes are available.")
     assert stored.condition["status"] == "False"
+
+
+async def test_of_explanations_waiting_for_a_token_only_the_pods_latest_is_written() -> None:
+    """The budget is spent while a pod is refused three times and another pod is refused
+    and then deleted: once tokens come, the first pod's latest explanation is written, the
+    two before it and the deleted pod's are dropped (they would land late, saying what the
+    latest says again, or on a pod that is gone)."""
+    written: list[tuple[str, str]] = []
+
+    class Stored:
+        async def patch_status(self, kind: Any, name: str, status: Json, **_: Any) -> None:
+            written.append((name, status["conditions"][0]["message"]))
+
+    writer = Writer(cast(ApiClient, None), "test", qps=200, burst=1)
+    writer.api = cast(Any, Stored())
+    await writer.bucket.take()
+    p, gone = info(pod("p", "1", "1Gi")), info(pod("gone", "1", "1Gi"))
+    waiting = [
+        asyncio.create_task(writer.unschedulable(p, f"0/{n} nodes are available."))
+        for n in (3, 4, 5)
+    ]
+    waiting.append(asyncio.create_task(writer.unschedulable(gone, "0/3 nodes are available.")))
+    await asyncio.sleep(0)
+    writer.forget(gone.uid)
+    await asyncio.gather(*waiting)
+    assert written == [("p", "0/5 nodes are available.")]

@@ -75,14 +75,18 @@ class TokenBucket:
         self._no_urgent = asyncio.Event()
         self._no_urgent.set()
 
-    async def take(self, *, urgent: bool = True) -> None:
+    async def take(self, *, urgent: bool = True, wanted: Callable[[], bool] | None = None) -> bool:
+        """A token; False, with none taken, for an explanation no longer ``wanted`` when its
+        turn comes (a newer one for the same pod, or the pod gone)."""
         if not urgent:
             async with self._explaining:
                 while True:
                     await self._no_urgent.wait()
+                    if wanted is not None and not wanted():
+                        return False
                     async with self._lock:
-                        if await self._one(yielding=True):
-                            return
+                        if await self._one(yielding=True, wanted=wanted):
+                            return True
         self._urgent += 1
         self._no_urgent.clear()
         try:
@@ -92,11 +96,13 @@ class TokenBucket:
             self._urgent -= 1
             if not self._urgent:
                 self._no_urgent.set()
+        return True
 
-    async def _one(self, *, yielding: bool) -> bool:
-        """A token taken; False, with none taken, when ``yielding`` and a decision came."""
+    async def _one(self, *, yielding: bool, wanted: Callable[[], bool] | None = None) -> bool:
+        """A token taken; False, with none taken, when ``yielding`` and a decision came, or
+        what it was for is no longer ``wanted``."""
         while True:
-            if yielding and self._urgent:
+            if (yielding and self._urgent) or (wanted is not None and not wanted()):
                 return False
             current = time.monotonic()
             self.tokens = min(self.burst, self.tokens + (current - self.updated) * self.qps)
@@ -117,6 +123,11 @@ class Writer:
         # uid -> (reason, message) -> (event name, count)
         self._events: dict[str, dict[tuple[str, str], tuple[str, int]]] = {}
         self._conditions: dict[str, str] = {}
+        # The latest explanation asked for each pod, while it waits for a token: an older one
+        # still waiting is dropped, and so is any for a pod gone. Under churn a pod refused
+        # every second queued one write per attempt behind the decisions; they landed up to
+        # 90 s late, most saying what a later one said again, many on pods deleted meanwhile.
+        self._explaining: dict[str, object] = {}
         # Pods whose binding was asked for (until it fails, or the pod is forgotten): an
         # explanation that waited behind the binding is not written over the bound pod.
         self._binding: set[str] = set()
@@ -182,10 +193,12 @@ class Writer:
     async def unschedulable(self, pod: PodInfo, message: str) -> None:
         """The PodScheduled=False condition, written only when its message changes (also
         from the one a scheduler before this one wrote), after every decision waiting;
-        dropped when the pod's binding was asked for while it waited: written after the
-        binding, it would say a bound pod is unschedulable."""
+        dropped when the pod's binding was asked for while it waited (written after the
+        binding, it would say a bound pod is unschedulable), when a newer one for the pod
+        came meanwhile, or when the pod is gone."""
         if self._conditions.get(pod.uid) == message or _explained(pod, message):
             self._conditions[pod.uid] = message
+            self._explaining.pop(pod.uid, None)  # what waits would say something older
             return
         condition = {
             "type": "PodScheduled",
@@ -195,7 +208,11 @@ class Writer:
             "lastProbeTime": None,
             "lastTransitionTime": now(),
         }
-        await self.bucket.take(urgent=False)
+        ticket = self._explaining[pod.uid] = object()
+        latest = self._explaining.get
+        if not await self.bucket.take(urgent=False, wanted=lambda: latest(pod.uid) is ticket):
+            return
+        del self._explaining[pod.uid]
         if pod.uid in self._binding:
             return
         sent = self._conditions_sending[pod.uid] = asyncio.Event()
@@ -386,6 +403,7 @@ class Writer:
     def forget(self, uid: str) -> None:
         """Drop what is remembered about a pod that is gone."""
         self._conditions.pop(uid, None)
+        self._explaining.pop(uid, None)
         self._events.pop(uid, None)
         self._binding.discard(uid)
 

@@ -458,6 +458,35 @@ def test_a_tree_quota_at_its_runtime_reclaims_nothing() -> None:
     assert not TreeVictims(capacity(env), pod_info, state.data["CapacityScheduling"]).reclaim
 
 
+@pytest.mark.parametrize(("gone", "retried"), [("b0", False), ("a0", True)])
+def test_a_deletion_retries_a_pod_the_tree_refused_only_if_the_tree_may_place_it(
+    gone: str, retried: bool
+) -> None:
+    """team-a holds its max (8 of the 10 GPUs), team-b one; a's ninth pod is refused at
+    team-a's runtime and may reclaim nothing. b's pod going frees a GPU that team-a may not
+    take: the pod waits. One of team-a's own going lets it in: it is tried again."""
+    pods = [gpu_pod(f"a{i}", "team-a", node_name="n1" if i < 5 else "n2") for i in range(8)]
+    pods += [gpu_pod("b0", "team-b", node_name="n2"), gpu_pod("a8", "team-a")]
+    env = tree_cluster(*pods)
+    waiting = env.view.pods["uid-team-a-a8"]
+    assert "quotaName: team-a" in env.message(gpu_pod("a8", "team-a"))
+    deleted = next(raw for raw in pods if raw["metadata"]["name"] == gone)
+    env.events.on_pod("DELETED", deleted)
+    assert capacity(env)._frees_quota(waiting, info(deleted), None) is retried
+
+
+def test_a_pod_the_tree_refused_that_may_reclaim_is_retried_on_any_deletion() -> None:
+    """team-b's waiting pod is refused at the department's runtime, but team-b is within its
+    own while team-a is over its: a reclaim may make its room, so a deletion anywhere (one
+    of team-b's own waiting pods here) tries it again."""
+    env = borrowed_tree()
+    waiting = env.view.pods["uid-team-b-b2"]
+    assert "quotaName: dept" in env.message(gpu_pod("b2", "team-b"))
+    other = env.view.pods["uid-team-b-b3"].raw
+    env.events.on_pod("DELETED", other)
+    assert capacity(env)._frees_quota(waiting, info(other), None)
+
+
 def test_non_preemptible_pods_are_never_reclaimed() -> None:
     env = borrowed_tree({f"{TREE}preemptible": "false"})
     assert "Insufficient quotas, quotaName: dept" in env.message(gpu_pod("b2", "team-b"))

@@ -44,7 +44,14 @@ from berth.podresources import Resources, add, raise_to
 from berth.quota.check import Quota, over_min, quota_request
 from berth.quota.fairshare import quota_share
 from berth.quota.ledger import QuotaLedger, Rejection
-from berth.quota.reclaim import ReclaimPod, Starving, eviction_order, reclaimable, starving
+from berth.quota.reclaim import (
+    ReclaimPod,
+    Starving,
+    eviction_order,
+    may_place,
+    reclaimable,
+    starving,
+)
 from berth.quota.reservedobjects import quota_group_namespace, reserved_quota_objects
 from berth.quota.tree import (
     ANNOTATION_REQUEST,
@@ -318,21 +325,22 @@ class CapacityScheduling(Plugin):
         if not self._nominations_gone[1]:
             return False
         if self._tree_decides(pod):
-            return True
+            return self._tree_may_place(pod)
         return self._admissible(pod) and self._reached(pod, f"node {event}")
 
     def _node_grew(self, pod: PodInfo, old: Any, new: Any) -> bool:
-        """A node added or grown: a tree's root hands down what the cluster has; a flat
-        quota's refusal turns round only by evictions, on the node the pod then runs on:
-        a node grown may now hold it beside the pods that stay, a node added holds nothing
-        to evict (a pod its quota admits as it stands waits for the deletion that made the
-        room, which shares it out). Under churn nodes come and go every second: retrying
-        every refused pod on each kept the queue from the pods that could be placed (beside
-        a tree, a flat quota's pods too, until the tree's rule was kept to the tree's
-        pods; then every pod one node's evictions could admit, each with a dry run)."""
+        """A node added or grown: a tree's root hands down what the cluster has (the pod is
+        tried if the tree may now place it); a flat quota's refusal turns round only by
+        evictions, on the node the pod then runs on: a node grown may now hold it beside
+        the pods that stay, a node added holds nothing to evict (a pod its quota admits as
+        it stands waits for the deletion that made the room, which shares it out). Under
+        churn nodes come and go every second: retrying every refused pod on each kept the
+        queue from the pods that could be placed (beside a tree, a flat quota's pods too,
+        until the tree's rule was kept to the tree's pods; then every pod one node's
+        evictions could admit, each with a dry run)."""
         self._refresh_quotas()
         if self._tree_decides(pod):
-            return True
+            return self._tree_may_place(pod)
         if old is None:
             return False  # a new node holds no pod to evict: it never admits a quota's pod
         # Room for a pod its quota admits comes from deletions, which share it out.
@@ -345,7 +353,8 @@ class CapacityScheduling(Plugin):
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: to a pod of a
-        quota tree, any pod (the root's share is the cluster less what pods outside hold);
+        quota tree, any pod after which the tree may place it (the root's share is the cluster
+        less what pods outside hold, so any pod counts);
         to a pod of a flat quota, a pod of a namespace with a flat quota, and then only if
         its quota would admit it once every pod it may evict on some node were gone too (a
         pod at its quota's max waits for its own quota's pods), and of the pods the room
@@ -359,8 +368,10 @@ class CapacityScheduling(Plugin):
         together admitted, the winners took the room, and each was refused again after a
         dry run, every ten seconds for minutes."""
         self._refresh_quotas()
-        if not isinstance(old, PodInfo) or self.tree.outside_limited() or self._tree_decides(pod):
+        if not isinstance(old, PodInfo) or self.tree.outside_limited():
             return True
+        if self._tree_decides(pod):
+            return self._tree_may_place(pod)
         if self.ledger.quota_of(old.namespace) is None or not self._admissible(pod):
             return False
         return self._reached(pod, old.uid)
@@ -385,6 +396,19 @@ class CapacityScheduling(Plugin):
             return self.tree_quota_of(pod) is not None
         except TreeError:
             return True
+
+    def _tree_may_place(self, pod: PodInfo) -> bool:
+        """Whether the tree, as the event left it, may place a pod it refused: it admits it
+        now, or a reclaim may (``may_place``). Labels the tree refuses: tried again as
+        before. Every deletion anywhere and every node added used to send back every pod a
+        tree had refused: in the long churn a third of all attempts, refused again at
+        PreFilter, while pods of lower priority waited in the active queue."""
+        found = self.reclaim_pod(pod)
+        if found is None:
+            return True
+        nominated = self.tree_nominated(pod)
+        state = self.tree_state()
+        return may_place(self.tree, state, found.quota, found.request, found.preemptible, nominated)
 
     def _room(self, event: str) -> Room:
         """The pods refused by their flat quota that the room admits now, claimed in queue

@@ -14,7 +14,11 @@ pod no node could take waits among the unschedulable until a cluster event that 
 minutes, as kube-scheduler does. Pods with scheduling gates are held until the gates go.
 With no pod active, the pod an event sent back whose backoff ends first is tried at once
 (kube-scheduler's PopFromBackoffQ, on by default since 1.33): the backoff keeps retries
-from crowding out other pods, and an idle loop has none to crowd out.
+from crowding out other pods, and an idle loop has none to crowd out. Unlike
+kube-scheduler, only for a pod refused at most twice (a preemptor whose victims are gone):
+one refused again and again waits out its backoff. The loop shares its process with the
+operators and the watches, and in the long churn an idle loop tried such pods again on
+every deletion, some a hundred times a minute, each attempt holding up the rest.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from dataclasses import dataclass
 from berth.scheduler.cache.podinfo import PodInfo
 
 UNSCHEDULABLE_TIMEOUT = 300.0
+# A pod refused more often than this waits out its backoff even when the loop is idle.
+EARLY_POP_ATTEMPTS = 2
 # Whether a cluster event may help a pod, given the plugins that rejected it.
 Helps = Callable[[PodInfo, frozenset[str]], bool]
 # (event, queue) of a pod entering a queue: kube-scheduler's
@@ -292,7 +298,7 @@ class SchedulingQueue:
 
     def _to_backoff_or_active(self, entry: _Entry, event: str) -> None:
         if entry.ready_at > self.clock():
-            entry.early = event != ATTEMPT_FAILURE
+            entry.early = event != ATTEMPT_FAILURE and entry.attempts <= EARLY_POP_ATTEMPTS
             self._count(event, "backoff")
             self._backoff_set.add(entry.pod.uid)
             heapq.heappush(self._backoff, (entry.ready_at, next(self._seq), entry.pod.uid))

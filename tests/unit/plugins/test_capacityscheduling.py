@@ -475,6 +475,21 @@ def test_a_deletion_retries_a_pod_the_tree_refused_only_if_the_tree_may_place_it
     assert capacity(env)._frees_quota(waiting, info(deleted), None) is retried
 
 
+def test_a_pod_the_tree_refused_for_a_nomination_is_retried_as_if_it_had_gone() -> None:
+    """team-a uses 7 of its runtime of 8 and a preemptor of its own is nominated: a8 is
+    refused. A nomination goes with no event of its own (the preemptor bound, or its
+    nomination dropped), so the next deletion tries a8 again as if it had gone."""
+    pods = [gpu_pod(f"a{i}", "team-a", node_name="n1" if i < 5 else "n2") for i in range(7)]
+    pods += [gpu_pod("b0", "team-b", node_name="n2")]
+    pods += [gpu_pod("nom", "team-a"), gpu_pod("a8", "team-a")]
+    env = tree_cluster(*pods)
+    env.view.nominate(env.view.pods["uid-team-a-nom"], "n2")
+    assert runtime(env, "team-a") == 8
+    assert "quotaName: team-a" in env.message(gpu_pod("a8", "team-a"))
+    env.events.on_pod("DELETED", pods[7])
+    assert capacity(env)._frees_quota(env.view.pods["uid-team-a-a8"], info(pods[7]), None)
+
+
 def test_a_pod_the_tree_refused_that_may_reclaim_is_retried_on_any_deletion() -> None:
     """team-b's waiting pod is refused at the department's runtime, but team-b is within its
     own while team-a is over its: a reclaim may make its room, so a deletion anywhere (one

@@ -402,13 +402,17 @@ class CapacityScheduling(Plugin):
         now, or a reclaim may (``may_place``). Labels the tree refuses: tried again as
         before. Every deletion anywhere and every node added used to send back every pod a
         tree had refused: in the long churn a third of all attempts, refused again at
-        PreFilter, while pods of lower priority waited in the active queue."""
+        PreFilter, while pods of lower priority waited in the active queue.
+
+        Other pods' nominations are left out: they come and go with no event of their own
+        (a preemptor being bound counts in its quota a moment while its nomination still
+        shows), and a pod refused for one that then went waited with nothing to send it
+        back."""
         found = self.reclaim_pod(pod)
         if found is None:
             return True
-        nominated = self.tree_nominated(pod)
         state = self.tree_state()
-        return may_place(self.tree, state, found.quota, found.request, found.preemptible, nominated)
+        return may_place(self.tree, state, found.quota, found.request, found.preemptible, {})
 
     def _room(self, event: str) -> Room:
         """The pods refused by their flat quota that the room admits now, claimed in queue

@@ -17,7 +17,7 @@ the freed capacity for it with a Reservation before evicting.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from berth.podresources import Resources
@@ -106,13 +106,12 @@ def may_place(
     quota: str,
     request: Resources,
     preemptible: bool,
-    nominated: Mapping[str, Mapping[str, int]],
 ) -> bool:
     """Whether a pod the tree refused may be placed as the quotas stand now: the tree admits
     it, or its quota stays within its runtime with it while another is over its own (a
     reclaim may make its room). Otherwise its next attempt is refused at PreFilter again
     and its preemption finds nothing to take: the question a cluster event's hint asks."""
-    if check_tree(tree, state, quota, request, preemptible, nominated) is None:
+    if check_tree(tree, state, quota, request, preemptible) is None:
         return True
     return any(may_reclaim(tree, state, quota, request, other) for other in tree.quotas)
 

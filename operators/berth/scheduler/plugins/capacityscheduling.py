@@ -353,12 +353,12 @@ class CapacityScheduling(Plugin):
 
     def _frees_quota(self, pod: PodInfo, old: Any, new: Any) -> bool:
         """A pod gone or shrunk gives quota back only where quotas count it: to a pod of a
-        quota tree, any pod after which the tree may place it (the root's share is the cluster
-        less what pods outside hold, so any pod counts);
-        to a pod of a flat quota, a pod of a namespace with a flat quota, and then only if
-        its quota would admit it once every pod it may evict on some node were gone too (a
-        pod at its quota's max waits for its own quota's pods), and of the pods the room
-        alone admits only those it reaches in queue order (:meth:`_room`).
+        quota tree, any pod after which the tree may place it (the root's share is the
+        cluster less what pods outside hold, so any pod counts); to a pod of a flat quota, a
+        pod of a namespace with a flat quota, and then only if its quota would admit it once
+        every pod it may evict on some node were gone too (a pod at its quota's max waits
+        for its own quota's pods), and of the pods the room alone admits only those it
+        reaches in queue order (:meth:`_room`).
         Retrying every refused pod on every deletion keeps the queue busy with pods nothing
         helped, ahead of lower priorities: beside a tree, every deletion anywhere (quota-less
         and tree pods, a gang's members let go) retried every flat refusal, and in the long
@@ -412,7 +412,7 @@ class CapacityScheduling(Plugin):
         if found is None:
             return True
         state = self.tree_state()
-        return may_place(self.tree, state, found.quota, found.request, found.preemptible, {})
+        return may_place(self.tree, state, found.quota, found.request, found.preemptible)
 
     def _room(self, event: str) -> Room:
         """The pods refused by their flat quota that the room admits now, claimed in queue

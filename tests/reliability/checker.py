@@ -53,7 +53,9 @@ Liveness, every snapshot:
   is Succeeded, and one whose node is gone is Failed, each within ``TRANSITION_WITHIN``.
 
 A Pending gang member is left to its gang: gang_invariants.py judges each gang's
-placements as a whole.
+placements as a whole. A preemptor whose own Reservation (made by its preemption) holds is
+placed through it alone: due once that Reservation is Available with room for it, never
+through room elsewhere, nor by another reclaim.
 
 At rest (after the load): additionally every reservation's ``currentOwners`` and every
 quota's ``status.used`` (on every key either side names) agree with the pods.
@@ -334,6 +336,17 @@ def expiry(reservation: Mapping[str, Any]) -> float | None:
     seconds = duration_seconds(str(ttl))
     created = epoch(reservation["metadata"].get("creationTimestamp"))
     return None if not seconds or created is None else created + seconds
+
+
+def _held_for_preemptors(reservations: Mapping[str, Obj]) -> set[str]:
+    """The pods (uids) a Reservation made by their preemption holds for (Waiting or
+    Available)."""
+    return {
+        uid
+        for r in reservations.values()
+        if (uid := (r["metadata"].get("labels") or {}).get(PREEMPTOR))
+        and (r.get("status") or {}).get("phase") in HOLDING
+    }
 
 
 # -- the snapshot ---------------------------------------------------------------------------
@@ -1343,6 +1356,7 @@ class Checker:
         # The nodes the scheduler surely sees: those the looks have seen for SLACK.
         sure = [n for n in snap.nodes if self._node_seen[n][0] <= snap.taken_at - SLACK]
         trees = tree_look(snap.quotas, snap.pods, snap.nodes, sure)
+        held_for = _held_for_preemptors(reservations)
         for pod in waiting:
             if RESERVATION_AFFINITY in (pod["metadata"].get("annotations") or {}):
                 continue  # decided by its reservations alone
@@ -1386,6 +1400,9 @@ class Checker:
             if leaf is not None:  # its quota chain surely admits it, or no flat rule does
                 sum_ok = trees.admits(leaf, pod)
             fitting = [n for n in nodes if _fits(wanted, room(n))]
+            made = uid in held_for
+            if made:  # placed through the Reservation its preemption made, alone
+                fitting = []
             if sum_ok and fitting:
                 placeable_now[uid] = {n: functools.partial(_has, n, room(n)) for n in fitting}
             elif sum_ok and (
@@ -1393,7 +1410,8 @@ class Checker:
             ):
                 placeable_now[uid] = {inside: functools.partial(str, inside)}
             elif (
-                quota is not None
+                not made
+                and quota is not None
                 and within_min
                 and (
                     inside := self._reclaimable(
@@ -1402,7 +1420,11 @@ class Checker:
                 )
             ):
                 reclaimable_now[uid] = {RECLAIM: functools.partial(str, inside)}
-            elif leaf is not None and (inside := trees.reclaim_node(leaf, pod, nodes, room)):
+            elif (
+                not made
+                and leaf is not None
+                and (inside := trees.reclaim_node(leaf, pod, nodes, room))
+            ):
                 tree_reclaimable_now[uid] = {RECLAIM: functools.partial(str, inside)}
 
         # Reservations are scheduled like pods: one some node surely takes is placed too

@@ -22,6 +22,7 @@ from tests.reliability.gang_invariants import (
 )
 from tests.reliability.load_invariants import EXPIRATION_SECONDS, LAG, LoadJudge, loaded
 from tests.reliability.numa_invariants import NumaJudge
+from tests.reliability.quota_invariants import PREEMPTOR
 
 SCHEDULER = "rl"
 
@@ -661,6 +662,40 @@ def test_a_reservation_pinned_to_a_deleted_node_is_placeable_nowhere() -> None:
     assert found == [
         "reservation r-n1 Pending 30s+ while some node could take it (n1 has cpu 8, pods 110)"
     ]
+
+
+def test_a_preemptor_is_due_only_through_the_reservation_its_preemption_made() -> None:
+    """n1 is empty; the preemptor's Reservation on n2 is Waiting: it is not due on n1 (it
+    waits for its own). Once the Reservation is Available, it is due through it."""
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+
+    def made(phase: str) -> dict[str, Any]:
+        template = {"schedulerName": SCHEDULER, "nodeName": "n2", "containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}  # fmt: skip
+        return {
+            "metadata": {
+                "name": "preempt-free-p",
+                "uid": "uid-r",
+                "labels": {PREEMPTOR: "p"},
+                "creationTimestamp": stamp(T0),
+            },
+            "spec": {
+                "template": {"spec": template},
+                "owners": [{"object": {"namespace": "free", "name": "p", "uid": "p"}}],
+                "allocateOnce": True,
+                "preAllocation": True,
+            },
+            "status": {"phase": phase, "nodeName": "n2"},
+        }
+
+    for phase, expected in (("Waiting", []), ("Available", ["its reservation preempt-free-p"])):
+        checker = Checker(SCHEDULER)
+        found = []
+        for look in range(5):
+            found += checker.check(
+                Snapshot(T0 + 10 * look, nodes, [waiting("p")], [], [made(phase)])
+            )
+        assert [line.split(" on n2")[0].split("(")[-1] for line in found] == expected, found
 
 
 # -- migrations -----------------------------------------------------------------------------

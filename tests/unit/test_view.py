@@ -75,6 +75,18 @@ def test_nomination_ends_when_the_pod_is_bound() -> None:
     )
 
 
+def test_a_late_nomination_of_an_assumed_pod_does_not_count_it_twice() -> None:
+    """The preemptor is placed (assumed, counted on n1) before the watch brings back the
+    nomination an earlier attempt wrote: that version of the pod holds nothing more. Its
+    3 cpus count once, so a pod of 1 cpu still fits beside it."""
+    env = make_env(node("n1"))
+    preemptor = pod("preemptor", "3", priority=100, created=1)
+    env.events.on_pod("ADDED", preemptor)
+    env.view.assume(info(preemptor), "n1")
+    env.events.on_pod("MODIFIED", pod("preemptor", "3", priority=100, nominated="n1", created=1))
+    assert env.node_for(pod("p", "1", priority=100)) == "n1"
+
+
 def test_pods_of_other_schedulers_count() -> None:
     env = make_env(node("n1"), pod("other", "3", node_name="n1", scheduler="default-scheduler"))
     assert env.message(pod("p", "2")) == "0/1 nodes are available: 1 Insufficient cpu."

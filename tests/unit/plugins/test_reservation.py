@@ -565,6 +565,42 @@ def test_story_1_reservation_names_and_holds_only_for_its_preemptor() -> None:
     assert not is_owner(rsv, facts(namespace="team", name="web-1", uid="u-2"))
 
 
+def made_for(raw: Json, node_name: str, phase: str) -> Json:
+    """The Reservation a preemption made for ``raw``, as placed on ``node_name``."""
+    meta = raw["metadata"]
+    body = preemption_reservation(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta["uid"],
+        requests={"cpu": 1000},
+        priority=0,
+        scheduler_name="berth-scheduler",
+        node=node_name,
+        ttl=timedelta(minutes=2),
+    )
+    body["metadata"].update(uid=f"rsv-{meta['name']}", creationTimestamp=ts(3600 - 10))
+    body["status"] = {"phase": phase, "nodeName": node_name, "allocatable": {"cpu": "1"}}
+    return body
+
+
+def test_a_preemptor_waits_for_the_reservation_made_for_it_though_room_is_free_elsewhere() -> None:
+    """What was evicted for a preemptor is its: while its Reservation waits for the victims
+    to leave it is placed nowhere else, and once Available only there. Bound elsewhere,
+    it would leave the Reservation holding the freed room for nobody until its ttl."""
+    preemptor = pod("p", "1")
+    waiting = env(made_for(preemptor, "n1", "Waiting"))
+    assert waiting.feasible(pod("stranger", "1")) == ["n1", "n2"]  # n2 has room
+    assert "waits for Reservation preempt-default-p-uid-defa, made for it" in waiting.message(
+        preemptor
+    )
+    available = env(made_for(preemptor, "n1", "Available"))
+    assert available.feasible(preemptor) == ["n1"]
+    # Taken, or past its ttl, it binds the pod no longer.
+    expired = made_for(preemptor, "n1", "Available")
+    expired["spec"]["ttl"] = "5s"
+    assert env(expired).feasible(preemptor) == ["n1", "n2"]
+
+
 def test_reservation_plugin_args_are_checked_by_name() -> None:
     def args(**given: Any) -> Json:
         return {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": given}]}

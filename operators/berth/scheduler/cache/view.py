@@ -135,7 +135,12 @@ class ClusterView:
             # Finished: gone from its node as far as scheduling is concerned, as
             # kube-scheduler's informer (which drops terminated pods) sees it.
             event = ClusterEvent(POD, ActionType.DELETE)
-        if not pod.node_name and pod.nominated_node and not pod.terminal:
+        if pod.uid in self.assumed:
+            # Counted on its node already: a nomination an earlier attempt wrote, landing
+            # after the pod was placed, would count it twice (kube-scheduler's queue skips
+            # the updates of an assumed pod).
+            pass
+        elif not pod.node_name and pod.nominated_node and not pod.terminal:
             self.nominated[pod.uid] = (pod.nominated_node, pod)
         elif not pod.nominated_node:
             self.nominated.pop(pod.uid, None)

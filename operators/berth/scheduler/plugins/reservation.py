@@ -58,7 +58,13 @@ from berth.reservation.matching import (
     tolerates,
 )
 from berth.reservation.owners import ALLOCATED_ANNOTATION
-from berth.reservation.preemption import DEFAULT_TTL, preemption_reservation, serves_again
+from berth.reservation.preemption import (
+    DEFAULT_TTL,
+    PREEMPTOR_LABEL,
+    preemption_reservation,
+    reservation_name,
+    serves_again,
+)
 from berth.scheduler.cache.nodetable import Ints, NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.reservations import HOLDING, Held, template_pod
@@ -282,6 +288,14 @@ class Reservation(Plugin):
             exact_match_of(pod.annotations)
         except AffinityError as err:
             return unschedulable(self.name, str(err), resolvable=False)
+        if (made := self.made_for(pod)) is not None:
+            status = made.reservation.status
+            if status is None or status.phase != ReservationPhase.AVAILABLE:
+                return unschedulable(self.name, waits_for(made), resolvable=False)
+            if (row := nodes.index.get(made.node)) is not None:
+                rows = np.zeros(nodes.size, dtype=bool)
+                rows[row] = True
+                state.limit_nodes(rows, self.name)
         # A Restricted one the pod does not fit in yet stays a candidate: a preemption dry
         # run may give it back an owner's share.
         candidates: dict[int, list[Held]] = {}
@@ -304,6 +318,23 @@ class Reservation(Plugin):
             state.limit_nodes(rows, self.name)
         state.data[self.name] = usable
         return SUCCESS
+
+    def made_for(self, pod: PodInfo) -> Held | None:
+        """The Reservation a preemption made for this pod, while it holds for it (Waiting
+        or Available, not expired, not taken): the pod is placed through it alone. What
+        was evicted for the pod is then the pod's, and the Reservation is not left holding
+        it for nobody until its ttl, as it would be were the pod bound where other room
+        appeared meanwhile (the design's Story 1: the preemptor is scheduled on the node
+        with its preempted resources reserved)."""
+        uid = self.book.by_name.get(reservation_name(pod.namespace, pod.name, pod.uid))
+        held = self.book.held.get(uid) if uid is not None else None
+        if held is None or (held.reservation.metadata.labels or {}).get(PREEMPTOR_LABEL) != pod.uid:
+            return None
+        if expired_at(held, self.handle.clock()) is not None:
+            return None
+        if held.used_up and not held.promised_to(pod):
+            return None
+        return held
 
     def _no_match(self, pod: PodInfo, affinity: ReservationAffinity) -> str:
         """NO_MATCH, with why each reservation was not usable (up to a few of them)."""
@@ -686,6 +717,14 @@ class Reservation(Plugin):
                 return None
             await writer.delete_reservation(name, str(existing["metadata"].get("uid", "")))
         return await writer.create_reservation(body)
+
+
+def waits_for(held: Held) -> str:
+    """Why a preemptor waits while room may be free elsewhere."""
+    return (
+        f"waits for Reservation {held.name}, made for it by its preemption, to become "
+        f"Available on node {held.node} once the pods preempted there have left"
+    )
 
 
 def _said(pod: PodInfo, reservation: str, node: str, what: str) -> None:

@@ -62,9 +62,10 @@ def installed(kubeconfig_path: str, request: pytest.FixtureRequest) -> Iterator[
         cluster.stop_real_node()
 
 
-def _berth_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
+def _berth_pods(kubectl: Kubectl, *, terminating: bool = False) -> list[dict[str, Any]]:
+    """Berth's pods; those being deleted only when asked (they may still serve)."""
     listed = json.loads(kubectl("-n", incluster.NAMESPACE, "get", "pods", "-o", "json"))
-    return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in listed["items"] if terminating or not p["metadata"].get("deletionTimestamp")]
 
 
 def test_the_controller_and_the_agent_run_from_the_built_image(installed: Kubectl) -> None:
@@ -367,9 +368,11 @@ async def test_quota_writes_are_refused_by_name_while_berth_is_down_and_taken_af
     installed(*deployment, "--replicas=0")
 
     def controllers() -> list[dict[str, Any]]:
+        """Every controller pod, those still shutting down too: one of them may still answer
+        a review the API server sends it before its address leaves the endpoints."""
         return [
             p
-            for p in _berth_pods(installed)
+            for p in _berth_pods(installed, terminating=True)
             if p["metadata"]["labels"]["app.kubernetes.io/name"] == incluster.CONTROLLER
         ]
 

@@ -34,6 +34,7 @@ from kubernetes_asyncio.client import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.integration.cluster import Nodes, PriorityClasses, numa_topology, pod_body
+from tests.support import eventually
 
 SIZES = ("500m", "1", "2", "4")
 ZONES = ("a", "b", "c")
@@ -53,6 +54,9 @@ TREE = "quota.scheduling.koordinator.sh/"
 # How long each turn of the tree's children lasts: one lends while the other borrows,
 # then the lender's pods come back and reclaim (two turns), then they swap roles.
 TREE_TURN_SECONDS = 7.0
+# The flat quotas' min and max in CPUs (each, up to 20 nodes; in proportion beyond).
+FLAT_MIN_CPUS = 12
+FLAT_MAX_CPUS = 20
 NRT = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
 NUMA_LABEL = "berth.test/numa"  # on the nodes with a NodeResourceTopology
 # Tainted so that only the Guaranteed pods go there (those tolerate it and prefer them):
@@ -108,6 +112,7 @@ class Churn:
     # The quota tree's two children's namespaces (none: no tree); its parent lives in the
     # free namespace, which it leaves quota-less (a parent holds no pods).
     tree_namespaces: list[str] = field(default_factory=list)
+    flat_scale: int = 1  # the flat quotas' min and max, in FLAT_*_CPUS
     _turns: int = -1
     _turn_ends: float = 0.0
     topologies: set[str] = field(default_factory=set)  # the NodeResourceTopologies made
@@ -128,13 +133,16 @@ class Churn:
         # 12 and 20 CPUs each up to 20 nodes, in proportion beyond: a larger cluster keeps
         # the quotas' share of it, not a fixed few pods of each quota admitted at a time
         # and the rest retried without end.
-        scale = max(1, nodes // 20)
+        scale = self.flat_scale = max(1, nodes // 20)
         for namespace in self.quota_namespaces:
             quota = {
                 "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
                 "kind": "ElasticQuota",
                 "metadata": {"name": "churn"},
-                "spec": {"min": {"cpu": str(12 * scale)}, "max": {"cpu": str(20 * scale)}},
+                "spec": {
+                    "min": {"cpu": str(FLAT_MIN_CPUS * scale)},
+                    "max": {"cpu": str(FLAT_MAX_CPUS * scale)},
+                },
             }
             await self.custom.create_namespaced_custom_object(
                 "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota
@@ -377,6 +385,67 @@ class Churn:
         self.pods.append((namespace, name))
         if SPREAD.items() <= body["metadata"]["labels"].items():
             self.spread.add((namespace, name))
+
+    async def lend_and_reclaim(self, borrowed_within: float = 60.0) -> None:
+        """After the load, the flat quotas' reclaim made certain rather than left to the
+        load's chance: the second quota's pods (its gangs' too) and the quota-less ones
+        deleted, the first quota given pods up to its max (borrowing the second's min),
+        then the second's pods made again, within its min. Only a reclaim places those
+        that wait."""
+        if len(self.quota_namespaces) < 2:
+            return
+        borrower, lender = self.quota_namespaces[:2]
+        gone = [(ns, n) for ns, n in self.pods if ns in (lender, self.free_namespace)]
+        self.pods = [p for p in self.pods if p not in gone]
+        self.spread -= set(gone)
+        self.gangs = [g for g in self.gangs if g.namespace != lender]
+        await asyncio.gather(
+            *(self.core.delete_namespaced_pod(n, ns, grace_period_seconds=0) for ns, n in gone),
+            return_exceptions=True,
+        )
+        # Its gangs' members too: nothing of the lender may hold its min.
+        await self.core.delete_collection_namespaced_pod(lender, grace_period_seconds=0)
+        self.counts["pods deleted"] += len(gone)
+        await self._plain_pods(borrower, "borrow", FLAT_MAX_CPUS * self.flat_scale)
+        least = FLAT_MIN_CPUS * self.flat_scale
+
+        async def borrowed() -> bool:
+            return await self._bound_cpus(borrower) > least
+
+        await eventually(borrowed, within=borrowed_within)
+        await self._plain_pods(lender, "within-min", least)
+        self.counts["finale pods made within min"] += least
+
+    async def _plain_pods(self, namespace: str, prefix: str, count: int) -> None:
+        """``count`` pods of 1 CPU, nothing else asked, at the lowest priority."""
+        for index in range(count):
+            name = f"{prefix}-{index}"
+            body = pod_body(
+                name,
+                self.scheduler,
+                cpu="1",
+                memory="256Mi",
+                priority_class=self.priorities[0],
+                terminationGracePeriodSeconds=0,
+                nodeSelector={"berth.test/group": self.group},
+            )
+            await self.core.create_namespaced_pod(namespace, body)
+            self.pods.append((namespace, name))
+            self.counts["pods created"] += 1
+
+    async def _bound_cpus(self, namespace: str) -> int:
+        """Whole CPUs the namespace's bound pods ask (the churn's sizes are of 500m up)."""
+        listed = await self.core.list_namespaced_pod(namespace)
+        total = 0.0
+        for pod in listed.items:
+            if not pod.spec.node_name or pod.metadata.deletion_timestamp:
+                continue
+            for container in pod.spec.containers:
+                cpu = (
+                    (container.resources.requests or {}) or (container.resources.limits or {})
+                ).get("cpu", "0")
+                total += float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+        return int(total)
 
     async def delete_pod(self) -> None:
         if not self.pods:

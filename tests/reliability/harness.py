@@ -394,12 +394,14 @@ async def churned(
     until: Callable[[list[str]], bool] | None = None,
     node_deletions: bool = True,
     quiet: float = 0.0,
+    reclaim_finale: bool = False,
 ) -> Outcome:
     """The churn for ``scale.seconds`` (or until ``until(found)``), the checker every
     second throughout, then up to ``SETTLE_WITHIN`` for the at-rest checks to pass.
     With ``until``, the checker goes on for ``quiet`` seconds after the load instead: no
     deletion then frees anything, so what only the scheduler's own action (a reclaim)
-    would place stays where it is."""
+    would place stays where it is; ``reclaim_finale`` first makes that so for the flat
+    quotas (:meth:`Churn.lend_and_reclaim`), when the load did not already catch it."""
     scheduler = short(namespaces[0])
     flat = [n for n in namespaces[1:] if n.rsplit("-", 1)[1].startswith("q")]
     churn = Churn(api, scheduler, scheduler, flat, namespaces[0], random.Random(scheduler))
@@ -480,6 +482,8 @@ async def churned(
                 if said := await berth_record(berth, line):
                     outcome.berth_said.append(said)
         else:
+            if reclaim_finale and not stop.is_set():
+                await churn.lend_and_reclaim()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), quiet)
         stop.set()

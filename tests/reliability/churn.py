@@ -22,6 +22,7 @@ import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from kubernetes_asyncio.client import (
@@ -34,6 +35,7 @@ from kubernetes_asyncio.client import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.integration.cluster import Nodes, PriorityClasses, numa_topology, pod_body
+from tests.reliability.objects import demand
 from tests.support import eventually
 
 SIZES = ("500m", "1", "2", "4")
@@ -433,19 +435,19 @@ class Churn:
             self.pods.append((namespace, name))
             self.counts["pods created"] += 1
 
-    async def _bound_cpus(self, namespace: str) -> int:
-        """Whole CPUs the namespace's bound pods ask (the churn's sizes are of 500m up)."""
-        listed = await self.core.list_namespaced_pod(namespace)
-        total = 0.0
-        for pod in listed.items:
-            if not pod.spec.node_name or pod.metadata.deletion_timestamp:
-                continue
-            for container in pod.spec.containers:
-                cpu = (
-                    (container.resources.requests or {}) or (container.resources.limits or {})
-                ).get("cpu", "0")
-                total += float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
-        return int(total)
+    async def _bound_cpus(self, namespace: str) -> Decimal:
+        """The CPUs the namespace's bound pods ask, as the checker counts them."""
+        raw = await self.core.list_namespaced_pod(namespace, _preload_content=False)
+        pods = json.loads(await raw.read()).get("items") or []
+        raw.release()
+        return sum(
+            (
+                demand(p["spec"]).get("cpu", Decimal(0))
+                for p in pods
+                if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+            ),
+            Decimal(0),
+        )
 
     async def delete_pod(self) -> None:
         if not self.pods:

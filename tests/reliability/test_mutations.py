@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from tests.integration.processes import BerthRun
 from tests.reliability.checker import RECLAIM_WITHIN
 from tests.reliability.harness import (
+    Outcome,
     Scale,
     berth_run,
     churn_config,
@@ -210,20 +212,7 @@ async def test_the_checker_catches_a_broken_berth(
     def caught(found: list[str]) -> bool:
         return any(re.search(mutation.expected, line) for line in found)
 
-    try:
-        scale = dataclasses.replace(SCALE, seconds=mutation.seconds)
-        outcome = await churned(
-            api,
-            namespaces,
-            berth,
-            scale,
-            until=caught,
-            node_deletions=mutation.node_deletions,
-            quiet=mutation.quiet,
-            reclaim_finale=mutation.reclaim_finale,
-        )
-    finally:
-        berth.stop()
+    outcome = await _churned_as(mutation, api, namespaces, berth, caught)
     text = outcome.report(f"mutation {name!r}")
     assert caught(outcome.found), text
 
@@ -241,20 +230,31 @@ async def test_unbroken_berth_reclaims_what_the_finale_lent(
     the broken rule's, not a situation no scheduler could resolve."""
     mutation = MUTATIONS["no reclaim"]
     berth = berth_run(kubeconfig_path, churn_config(short(namespaces[0])), tmp_path, None)
-    try:
-        scale = dataclasses.replace(SCALE, seconds=mutation.seconds)
-        outcome = await churned(
-            api,
-            namespaces,
-            berth,
-            scale,
-            until=lambda _found: False,
-            node_deletions=mutation.node_deletions,
-            quiet=mutation.quiet,
-            reclaim_finale=True,
-        )
-    finally:
-        berth.stop()
+    outcome = await _churned_as(mutation, api, namespaces, berth, lambda _found: False)
     text = outcome.report("unbroken, with the reclaim finale")
     assert outcome.churn.counts["finale pods made within min"] > 0, text
     assert not [line for line in outcome.found if re.search(mutation.expected, line)], text
+
+
+async def _churned_as(
+    mutation: Mutation,
+    api: ApiClient,
+    namespaces: list[str],
+    berth: BerthRun,
+    until: Callable[[list[str]], bool],
+) -> Outcome:
+    """The churn with the case's load (length, node deletions, quiet time, finale), until
+    ``until``; Berth stopped after it whatever happens."""
+    try:
+        return await churned(
+            api,
+            namespaces,
+            berth,
+            dataclasses.replace(SCALE, seconds=mutation.seconds),
+            until=until,
+            node_deletions=mutation.node_deletions,
+            quiet=mutation.quiet,
+            reclaim_finale=mutation.reclaim_finale,
+        )
+    finally:
+        berth.stop()

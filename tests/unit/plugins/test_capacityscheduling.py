@@ -801,7 +801,6 @@ def test_a_preemptor_is_retried_when_its_victim_goes_before_its_nomination_is_se
     env.view.nominate(preemptor, "n1")
     env.events.on_pod("DELETED", bh)
     assert plugin._frees_quota(preemptor, info(bh), None)
-    assert "uid-a-x" not in plugin._passed_over
 
 
 def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits_it() -> None:
@@ -822,6 +821,48 @@ def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits
     plugin.evicted(info(bh))
     env.events.on_pod("DELETED", bh)
     assert plugin.retry_now(lambda _uid: True) == {"uid-a-w2", "uid-a-x"}
+
+
+def nominated_ahead_of_w(w_gpus: int) -> tuple[Env, Json, CapacityScheduling]:
+    """b (min 6) uses 7 of the 10 GPUs, a (min 4) 1; a's z (2 GPUs, priority 10) is
+    nominated to n2 and holds its share; a's w (``w_gpus``) is refused at PreFilter, and
+    the periodic check that follows finds nothing to retry. Returns the env, z and the
+    plugin."""
+    b_pods = [gpu_pod(f"b{i}", "b", node_name="n1" if i < 4 else "n2") for i in range(7)]
+    a_pod = gpu_pod("a0", "a", node_name="n2")
+    z = pod("z", "100m", "128Mi", namespace="a", priority=10, nominated="n2",
+            requests={GPU: "2"})  # fmt: skip
+    w = pod("w", "100m", "128Mi", namespace="a", requests={GPU: str(w_gpus)})
+    env = cluster(*b_pods, a_pod, z, w)
+    plugin = capacity(env)
+    assert env.diagnose(w)[2].prefilter is not None
+    assert plugin.retry_now(lambda _uid: True) == frozenset()
+    assert plugin.retry_now(lambda _uid: True) == frozenset(), "nothing changed since"
+    return env, z, plugin
+
+
+def test_a_refused_pod_its_quota_admits_once_a_nomination_goes_is_retried() -> None:
+    """w asks 2: with z's share held, 8 used + 2 nominated + 2 > 10. z's nomination is
+    dropped (it fit nowhere; no pod left a node, no event requeues w): w's quota admits it
+    now, and the periodic check tries it (the churn left such a pod Pending at rest)."""
+    env, z, plugin = nominated_ahead_of_w(2)
+    del env.view.nominated[z["metadata"]["uid"]]
+    assert plugin.retry_now(lambda _uid: True) == {"uid-a-w"}
+    assert plugin.retry_now(lambda uid: uid != "uid-a-w") == frozenset(), "not waiting"
+
+
+def test_a_refused_pod_that_reclaim_now_admits_is_retried_once() -> None:
+    """w asks 3: with z's share held, a is over its min (1 + 2 + 3 > 4) and may evict only
+    its own lower-priority pods: none, nothing admits it. z's nomination is dropped: a is
+    within its min (1 + 3), b borrows one GPU, and evicting one of b's pods admits w. No
+    quota started to borrow (b already did): the periodic check tries w once; while
+    reclaim still admits it (its dry run failed) it is not tried again."""
+    env, z, plugin = nominated_ahead_of_w(3)
+    del env.view.nominated[z["metadata"]["uid"]]
+    assert plugin.retry_now(lambda _uid: True) == {"uid-a-w"}
+    assert env.diagnose(env.view.pods["uid-a-w"].raw)[2].prefilter is not None
+    env.add(gpu_pod("b7", "b", node_name="n2"))  # b borrows more: reclaim admits w still
+    assert plugin.retry_now(lambda _uid: True) == frozenset()
 
 
 def bind_in_place(env: Env, raw: Json, node_name: str) -> None:

@@ -273,15 +273,12 @@ class CapacityScheduling(Plugin):
         # Pod uid -> (the shielding reservations' key, those the pod is an owner of).
         self._owns: dict[str, tuple[frozenset[tuple[str, str]], frozenset[str]]] = {}
         # Pods a flat quota refused at their last PreFilter; the pods the room after one
-        # deletion admits of those, claimed in queue order (by the deleted pod's uid); the
-        # waiting pods it admitted but did not reach.
+        # deletion admits of those, claimed in queue order (by the deleted pod's uid).
         self._refused: set[str] = set()
         self._rooms: tuple[str, Room] | None = None
-        self._passed_over: set[str] = set()
-        # The flat quotas using more than their min as last seen, and whether one started
-        # to since the periodic check last ran (see :meth:`_lender_retries`).
-        self._borrowing: set[str] = set()
-        self._lent = False
+        # Of the refused pods: the accounting each was last looked at under, and whether
+        # one node's victims would then have admitted it (see :meth:`_refused_retries`).
+        self._looked: dict[str, tuple[tuple[int, int, int], bool]] = {}
         # When the tree's over-runtime check last ran: the check runs each second while
         # the flat quotas' room waits for a claim, the tree's walk at its own interval.
         self._tree_checked = -math.inf
@@ -381,10 +378,7 @@ class CapacityScheduling(Plugin):
         beside what the pods before it claim (its dry run may now). A pod the room admits
         but does not reach waits for the periodic check."""
         room = self._room(event)
-        if pod.uid in room.passed:
-            self._passed_over.add(pod.uid)
-            return False
-        return pod.uid not in room.stuck
+        return pod.uid not in room.passed and pod.uid not in room.stuck
 
     def _tree_decides(self, pod: PodInfo) -> bool:
         """Whether a quota tree's rules decide for the pod (labels the tree refuses count:
@@ -599,21 +593,11 @@ class CapacityScheduling(Plugin):
         if event == "DELETED":
             self.leaving.discard(pod.uid)
             self._refused.discard(pod.uid)
-            self._passed_over.discard(pod.uid)
             self.ledger.remove(pod.uid)
         elif pod.occupies_node and not pod.preempted and pod.uid not in self.leaving:
             self.ledger.add(pod.uid, pod.namespace, pod.requests)
-            self._note_borrowing(pod.namespace)
         elif pod.uid not in self.handle.view.assumed:
             self.ledger.remove(pod.uid)
-
-    def _note_borrowing(self, namespace: str) -> None:
-        """A flat quota whose pod put it over its min now lends nothing: the pods of other
-        quotas waiting within their own min may reclaim from it. No cluster event says so
-        (a pod bound is no event that frees anything), so the periodic check retries them."""
-        if namespace not in self._borrowing and self.ledger.borrowing(namespace):
-            self._borrowing.add(namespace)
-            self._lent = True
 
     def evicted(self, victim: PodInfo) -> None:
         self._accounting_version += 1
@@ -761,12 +745,11 @@ class CapacityScheduling(Plugin):
     # -- the periodic over-runtime check ----------------------------------------------
 
     def period(self) -> float:
-        """The over-runtime check's interval under a quota tree. Under flat quotas, while
-        a deletion's room passed pods over, a second (the housekeeping's tick): a winner
-        that failed on the nodes left the room unused, and pods it passed over wait for
-        nothing else. Every ten seconds, near the sum of mins under churn, the room went
-        to one pod in ten seconds while hundreds waited for it."""
-        if self._passed_over or self._lent:
+        """The over-runtime check's interval under a quota tree; a second (the
+        housekeeping's tick) while a flat quota's refusal waits: what turns it round (a
+        deletion's room a winner left unused, a nomination dropped, a quota starting to
+        borrow) is often no event that requeues the pod."""
+        if self._refused:
             return ROOM_RETRY_SECONDS
         return self.check_interval
 
@@ -775,14 +758,14 @@ class CapacityScheduling(Plugin):
         quota over its runtime now (a victim's min-runtime ran out, runtime moved without an
         event that requeues them). They reclaim at their next attempt, through PostFilter
         and its reservation; this check itself evicts nothing. Under flat quotas, beside a
-        tree or not: the pods a deletion's room admitted but did not reach, that the room
-        admits now (each call; the tree's walk at most every ``check_interval``)."""
+        tree or not: the refused pods their quota now admits or may (each call; the tree's
+        walk at most every ``check_interval``)."""
         self._refresh_quotas()
-        flat = self._room_retries(waiting) | self._lender_retries(waiting)
+        flat = self._refused_retries(waiting)
         now = time.monotonic()
         if not self.tree.quotas or now - self._tree_checked < self.check_interval:
             return flat
-        self._tree_checked = now  # each second only for the flat quotas' room
+        self._tree_checked = now  # each second only for the flat quotas' refusals
         pods = []
         for pod in self.handle.view.pods.values():
             pending = not pod.node_name and not pod.terminal and not pod.deleting
@@ -796,47 +779,60 @@ class CapacityScheduling(Plugin):
             self._report_retry(item)
         return flat | frozenset(item.pod.key for item in found_starving)
 
-    def _room_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
-        """The waiting pods a deletion's room admitted but did not reach (its winners came
-        first) that the room admits now, claimed in queue order again."""
-        self._passed_over = {uid for uid in self._passed_over if waiting(uid)}
-        if not self._passed_over:
+    def _refused_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
+        """The waiting pods their flat quota refused, looked at again once the accounting
+        changed since they were refused (or last looked at): those its quota admits now,
+        claimed in queue order (a nominated pod: by its own verdict, its nomination holds
+        its share), and those one node's victims would admit now but did not then (a quota
+        started to borrow, a nomination went). A refused pod waits for an event, and the
+        events that help are not all ones that requeue it: a deletion's room a winner left
+        unused, a nomination dropped, a pod bound putting another quota over its min. The
+        churn left such pods Pending though their quota admitted them, or waiting past 45 s
+        within their min while a borrower could be reclaimed from. Pods one node's victims
+        admitted and still do are not tried again: their dry run just failed."""
+        if len(self._looked) > len(self._refused):
+            self._looked = {u: v for u, v in self._looked.items() if u in self._refused}
+        if not self._refused:
+            return frozenset()
+        view = self.handle.view
+        now = self._looked_at()
+        stale = [
+            uid
+            for uid in self._refused
+            if waiting(uid) and (looked := self._looked.get(uid)) is not None and looked[0] != now
+        ]
+        if not stale:
             return frozenset()
         winners = self._room(f"periodic {time.monotonic()}").winners
-        retry = frozenset(
-            uid for uid in self._passed_over if uid in winners or self._nomination_admitted(uid)
-        )
-        self._passed_over -= retry
-        return retry
+        retry = set()
+        for uid in stale:
+            pod = view.pods.get(uid)
+            if pod is None:
+                continue
+            if uid in winners or self._nomination_admitted(uid):
+                retry.add(uid)
+                continue
+            hoped = self._looked[uid][1]
+            hope = self._admissible(pod)
+            self._looked[uid] = (now, hope)
+            if hope and not hoped:
+                retry.add(uid)
+        return frozenset(retry)
+
+    def _looked_at(self) -> tuple[int, int, int]:
+        """What a flat refusal depends on: the pods counted, the quotas, the nominations
+        (a nomination dropped or set changes no pod the accounting reads)."""
+        nominated = hash(frozenset(self.handle.view.nominated))
+        return (self._accounting_version, self._quotas_version, nominated)
 
     def _nomination_admitted(self, uid: str) -> bool:
-        """A pod passed over that has preempted since: the room never lists a nominated
-        pod (its nomination holds its share), so it is tried once its quota admits it."""
+        """A nominated pod its quota admits now: the room never lists a nominated pod (its
+        nomination holds its share)."""
         pod = self.handle.view.pods.get(uid)
         if pod is None or uid not in self.handle.view.nominated:
             return False
         demand = self.demand(pod)
         return demand is None or self.verdict(demand) is None
-
-    def _lender_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
-        """Once a flat quota started to use more than its min: the waiting pods its quota
-        refused that are within their own min and that one node's victims would admit.
-        Refused while no quota borrowed, they had nothing to reclaim, and nothing but this
-        check would try them again (the long churn left dozens of them waiting at rest)."""
-        self._borrowing = {ns for ns in self.ledger.quotas if self.ledger.borrowing(ns)}
-        if not self._lent:
-            return frozenset()
-        self._lent = False
-        pods = self.handle.view.pods
-        retry = set()
-        for uid in self._refused:
-            pod = pods.get(uid)
-            if pod is None or not waiting(uid):
-                continue
-            demand = self.demand(pod)
-            if demand is not None and QuotaVictims(self, demand).reclaim and self._admissible(pod):
-                retry.add(uid)
-        return frozenset(retry)
 
     def _report_retry(self, item: Starving) -> None:
         pod = self.handle.view.pods.get(item.pod.key)
@@ -989,8 +985,10 @@ class CapacityScheduling(Plugin):
         rejection = self.verdict(demand)
         if rejection is None:
             self._refused.discard(pod.uid)
+            self._looked.pop(pod.uid, None)
             return SUCCESS
         self._refused.add(pod.uid)
+        self._looked[pod.uid] = (self._looked_at(), self._admissible(pod))
         message = rejection.message(pod.key)
         self._warn(rejection.quota.raw, rejection.reason, message)
         return unschedulable(self.name, message)
@@ -1007,7 +1005,6 @@ class CapacityScheduling(Plugin):
         self._accounting_version += 1
         if pod.reservation is None:  # a Reservation is not charged to a namespace's quota
             self.ledger.add(pod.uid, pod.namespace, pod.requests)
-            self._note_borrowing(pod.namespace)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -28,6 +28,8 @@ from berth.bench.sides import Side
 from berth.bench.workloads import MEASURED_NAMESPACE, Workload
 
 POLL_SECONDS = 0.25
+UNBOUND_SHOWN = 3
+"""How many pods a trial that timed out names, with why they wait."""
 
 
 class TrialError(RuntimeError):
@@ -171,8 +173,10 @@ async def run_trial(
                 if process.exited():
                     raise TrialError(f"{side.label} exited; see {process.log_path}")
                 if time.perf_counter() > deadline:
+                    left = await fixture.unbound(MEASURED_NAMESPACE, UNBOUND_SHOWN)
                     raise TrialError(
-                        f"{side.label}: only {len(watch.bound)} of {pods} pods bound in time"
+                        f"{side.label}: only {len(watch.bound)} of {pods} pods bound in time; "
+                        f"unbound: {'; '.join(left) or 'none listed'}"
                     )
                 await asyncio.sleep(POLL_SECONDS)
             used = process.cpu_seconds()

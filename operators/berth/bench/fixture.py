@@ -231,9 +231,20 @@ class Fixture:
         )
 
     async def _pods(self, namespace: str) -> list[tuple[str, str]]:
-        """The namespace's pods' names and phases, in pages, parsed without the client's
-        models (tens of thousands of them would take a minute)."""
-        names: list[tuple[str, str]] = []
+        """The namespace's pods' names and phases."""
+        return [
+            (item["metadata"]["name"], (item.get("status") or {}).get("phase") or "")
+            for item in await self._items(namespace)
+        ]
+
+    async def unbound(self, namespace: str, limit: int) -> list[str]:
+        """Up to ``limit`` of the namespace's pods no node holds, with why they wait."""
+        return unbound(namespace, await self._items(namespace), limit)
+
+    async def _items(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's pods as stored, in pages, parsed without the client's models
+        (tens of thousands of them would take a minute)."""
+        items: list[dict[str, Any]] = []
         token = ""
         while True:
             paging: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False}
@@ -241,13 +252,10 @@ class Fixture:
                 paging["_continue"] = token
             response = await checked(await self.core.list_namespaced_pod(namespace, **paging))
             body = orjson.loads(await response.read())
-            names.extend(
-                (item["metadata"]["name"], (item.get("status") or {}).get("phase") or "")
-                for item in body.get("items") or []
-            )
+            items.extend(body.get("items") or [])
             token = (body.get("metadata") or {}).get("continue") or ""
             if not token:
-                return names
+                return items
 
     async def _delete_pod(self, pod: tuple[str, str]) -> None:
         namespace, name = pod
@@ -317,3 +325,22 @@ class Fixture:
     async def _delete_pod_group(self, name: str) -> None:
         with contextlib.suppress(NotFound):
             await self.writer.delete(WORKLOAD_POD_GROUP, name, namespace=MEASURED_NAMESPACE)
+
+
+def unbound(namespace: str, items: Iterable[dict[str, Any]], limit: int) -> list[str]:
+    """Up to ``limit`` of the pods no node holds, each with its nomination and its
+    PodScheduled message: what a trial that timed out leaves to read."""
+    found = []
+    for item in items:
+        spec, status = item.get("spec") or {}, item.get("status") or {}
+        if spec.get("nodeName"):
+            continue
+        condition: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+        )
+        nominated = status.get("nominatedNodeName") or "none"
+        said = condition.get("message") or condition.get("reason") or "no PodScheduled yet"
+        found.append(f"{namespace}/{item['metadata']['name']} (nominated {nominated}): {said}")
+        if len(found) >= limit:
+            break
+    return found

@@ -601,6 +601,39 @@ def test_a_preemptor_waits_for_the_reservation_made_for_it_though_room_is_free_e
     assert env(expired).feasible(preemptor) == ["n1", "n2"]
 
 
+async def test_a_preemptor_whose_victim_gave_back_to_its_own_reservation_goes_there() -> None:
+    """p's victim ran in r (Restricted, 2 cpu, for app=web: p is an owner too); evicted, it
+    gave its share back to r, not to n1, so the Reservation made for p stays Waiting for
+    room that never comes. p goes into r, on n1 alone though n2 has room, and the one made
+    for it is let go at PreBind instead of holding for nobody until its ttl (the churn
+    left such a preemptor refused until its node went)."""
+    preemptor = web("p", "1")
+    made = env(
+        pod("other", "2", node_name="n1"),
+        reservation("r", "2", policy="Restricted"),
+        made_for(preemptor, "n1", "Waiting"),
+    )
+    assert made.feasible(preemptor) == ["n1"]
+    state = CycleState()
+    owner = info(preemptor)
+    made.view.assume(owner, made.cycle.schedule(state, owner).node)
+    plugin: ReservationPlugin = made.plugin("Reservation")
+    plugin.reserve(state, owner, "n1")
+    assert state.data[plugin.name].chosen.name == "r"
+    deleted: list[str] = []
+
+    class Writes:
+        async def delete_reservation(self, name: str, uid: str) -> None:
+            deleted.append(name)
+
+        async def annotate(self, pod: Any, annotations: dict[str, Any]) -> None:
+            pass
+
+    plugin.handle.writer = cast(Any, Writes())
+    assert (await plugin.pre_bind(state, owner, "n1")).ok
+    assert deleted == ["preempt-default-p-uid-defa"]
+
+
 def test_reservation_plugin_args_are_checked_by_name() -> None:
     def args(**given: Any) -> Json:
         return {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": given}]}

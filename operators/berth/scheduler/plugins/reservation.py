@@ -288,14 +288,6 @@ class Reservation(Plugin):
             exact_match_of(pod.annotations)
         except AffinityError as err:
             return unschedulable(self.name, str(err), resolvable=False)
-        if (made := self.made_for(pod)) is not None:
-            status = made.reservation.status
-            if status is None or status.phase != ReservationPhase.AVAILABLE:
-                return unschedulable(self.name, waits_for(made), resolvable=False)
-            if (row := nodes.index.get(made.node)) is not None:
-                rows = np.zeros(nodes.size, dtype=bool)
-                rows[row] = True
-                state.limit_nodes(rows, self.name)
         # A Restricted one the pod does not fit in yet stays a candidate: a preemption dry
         # run may give it back an owner's share.
         candidates: dict[int, list[Held]] = {}
@@ -317,6 +309,28 @@ class Reservation(Plugin):
             rows[list(fitting)] = True
             state.limit_nodes(rows, self.name)
         state.data[self.name] = usable
+        if (made := self.made_for(pod)) is not None:
+            return self._through_made(state, nodes, usable, made)
+        return SUCCESS
+
+    def _through_made(
+        self, state: CycleState, nodes: NodeTable, usable: Usable, made: Held
+    ) -> Status:
+        """A preemptor whose own Reservation holds goes on that Reservation's node alone.
+        Waiting, it waits, unless another Reservation it owns there takes it now: a victim
+        that ran in such a Reservation gives its share back to it, not to the node, so the
+        one made for the preemptor would wait for room the preemptor may already use (the
+        churn left one Waiting until its node went, its pod refused the while)."""
+        row = nodes.index.get(made.node)
+        status = made.reservation.status
+        if status is None or status.phase != ReservationPhase.AVAILABLE:
+            here = usable.by_row.get(row) if row is not None else None
+            if here is None or here.uid == made.uid:
+                return unschedulable(self.name, waits_for(made), resolvable=False)
+        if row is not None:
+            rows = np.zeros(nodes.size, dtype=bool)
+            rows[row] = True
+            state.limit_nodes(rows, self.name)
         return SUCCESS
 
     def made_for(self, pod: PodInfo) -> Held | None:
@@ -477,6 +491,23 @@ class Reservation(Plugin):
         make the pod an owner of a reservation it never used."""
         usable: Usable | None = state.data.get(self.name)
         chosen = usable.chosen if usable is not None else None
+        made = self.made_for(pod)
+        if made is not None and (chosen is None or chosen.uid != made.uid):
+            # Placed through another Reservation of its own: the one made for it by its
+            # preemption would hold for nobody until its ttl.
+            assert self.handle.writer is not None
+            try:
+                await self.handle.writer.delete_reservation(made.name, made.uid)
+            except Exception as err:  # its ttl ends it; the binding goes on
+                logger.warning(
+                    "reservation made for a preemptor not deleted",
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    reservation=made.name,
+                    error=str(err),
+                )
+            else:
+                _said(pod, made.name, made.node, "reservation made for a preemptor let go")
         if chosen is None and ALLOCATED_ANNOTATION not in pod.annotations:
             return SUCCESS
         writer = self.handle.writer

@@ -783,13 +783,14 @@ class CapacityScheduling(Plugin):
         """The waiting pods their flat quota refused, looked at again once the accounting
         changed since they were refused (or last looked at): those its quota admits now,
         claimed in queue order (a nominated pod: by its own verdict, its nomination holds
-        its share), and those one node's victims would admit now but did not then (a quota
-        started to borrow, a nomination went). A refused pod waits for an event, and the
-        events that help are not all ones that requeue it: a deletion's room a winner left
-        unused, a nomination dropped, a pod bound putting another quota over its min. The
-        churn left such pods Pending though their quota admitted them, or waiting past 45 s
-        within their min while a borrower could be reclaimed from. Pods one node's victims
-        admitted and still do are not tried again: their dry run just failed."""
+        its share), and those within their min that one node's victims would admit now but
+        did not then (a quota started to borrow, a nomination went). A refused pod waits
+        for an event, and the events that help are not all ones that requeue it: a
+        deletion's room a winner left unused, a nomination dropped, a pod bound putting
+        another quota over its min. The churn left such pods Pending though their quota
+        admitted them, or waiting past 45 s within their min while a borrower could be
+        reclaimed from. Pods one node's victims admitted and still do are not tried again:
+        their dry run just failed."""
         if len(self._looked) > len(self._refused):
             self._looked = {u: v for u, v in self._looked.items() if u in self._refused}
         if not self._refused:
@@ -813,11 +814,19 @@ class CapacityScheduling(Plugin):
                 retry.add(uid)
                 continue
             hoped = self._looked[uid][1]
-            hope = self._admissible(pod)
+            hope = self._may_reclaim(pod)
             self._looked[uid] = (now, hope)
             if hope and not hoped:
                 retry.add(uid)
         return frozenset(retry)
+
+    def _may_reclaim(self, pod: PodInfo) -> bool:
+        """Within its quota's min, and one node's victims would admit it: a reclaim may.
+        Pods over their min are left to events: under the long churn, quotas crossing
+        their mins each second turned their answer round again and again, and their
+        retries kept new pods from a first attempt."""
+        demand = self.demand(pod)
+        return demand is not None and QuotaVictims(self, demand).reclaim and self._admissible(pod)
 
     def _looked_at(self) -> tuple[int, int, int]:
         """What a flat refusal depends on: the pods counted, the quotas, the nominations
@@ -988,7 +997,7 @@ class CapacityScheduling(Plugin):
             self._looked.pop(pod.uid, None)
             return SUCCESS
         self._refused.add(pod.uid)
-        self._looked[pod.uid] = (self._looked_at(), self._admissible(pod))
+        self._looked[pod.uid] = (self._looked_at(), self._may_reclaim(pod))
         message = rejection.message(pod.key)
         self._warn(rejection.quota.raw, rejection.reason, message)
         return unschedulable(self.name, message)

@@ -865,6 +865,26 @@ def test_a_refused_pod_that_reclaim_now_admits_is_retried_once() -> None:
     assert plugin.retry_now(lambda _uid: True) == frozenset()
 
 
+def test_a_refused_pod_over_its_min_is_left_to_events_when_evictions_start_to_admit_it() -> None:
+    """b uses its min of 6, a its 4 at priority 10; a's w (priority 10) is refused (over
+    a's min, 11 > 10, nothing of lower priority to evict). One of b's pods goes and a pod
+    of a's at priority 0 comes: evicting it would admit w now. w is over its min: the
+    periodic check leaves it to the events (under the long churn such answers turned round
+    each time a quota crossed its min, and their retries starved new pods)."""
+    b_pods = [gpu_pod(f"b{i}", "b", node_name="n1") for i in range(5)]
+    b_pods.append(gpu_pod("b5", "b", node_name="n2"))
+    a_pods = [gpu_pod(f"a{i}", "a", node_name="n2", priority=10) for i in range(4)]
+    w = gpu_pod("w", "a", priority=10)
+    env = cluster(*b_pods, *a_pods, w)
+    plugin = capacity(env)
+    assert env.diagnose(w)[2].prefilter is not None
+    assert plugin.retry_now(lambda _uid: True) == frozenset()
+    env.events.on_pod("DELETED", b_pods[5])
+    env.add(gpu_pod("low", "a", node_name="n2"))
+    assert plugin._admissible(env.view.pods["uid-a-w"]), "evicting low would admit w"
+    assert plugin.retry_now(lambda _uid: True) == frozenset()
+
+
 def bind_in_place(env: Env, raw: Json, node_name: str) -> None:
     """Reserve the pod on the node and let the watch show it bound there."""
     pod_info = info(raw)

@@ -58,7 +58,9 @@ placed through it alone: due once that Reservation is Available with room for it
 through room elsewhere, nor by another reclaim.
 
 At rest (after the load): additionally every reservation's ``currentOwners`` and every
-quota's ``status.used`` (on every key either side names) agree with the pods.
+quota's ``status.used`` (on every key either side names) agree with the pods. An
+allocateOnce reservation may record the one pod still Pending that an attempt killed before
+its binding chose: it holds for that pod alone, and is room for it in the liveness check.
 """
 
 from __future__ import annotations
@@ -336,6 +338,18 @@ def expiry(reservation: Mapping[str, Any]) -> float | None:
     seconds = duration_seconds(str(ttl))
     created = epoch(reservation["metadata"].get("creationTimestamp"))
     return None if not seconds or created is None else created + seconds
+
+
+def _promised(reservation: Obj) -> str | None:
+    """The uid of the one pod an allocateOnce reservation's ``currentOwners`` records, or
+    None: the scheduler records it before binding it, and a reservation so recorded holds
+    for that pod alone until it is bound, finishes or goes."""
+    spec = reservation.get("spec") or {}
+    recorded = (reservation.get("status") or {}).get("currentOwners") or []
+    if not spec.get("allocateOnce", True) or len(recorded) != 1:
+        return None
+    uid = recorded[0].get("uid")
+    return str(uid) if uid else None
 
 
 def _held_for_preemptors(reservations: Mapping[str, Obj]) -> set[str]:
@@ -658,6 +672,7 @@ class Checker:
             name = allocated_from(pod)
             if name:
                 owners[name].append(key(pod))
+        waiting = {p["metadata"]["uid"] for p in snap.pods if pending(p)}
         for r in snap.reservations:
             status = r.get("status") or {}
             if status.get("phase") not in HOLDING:
@@ -666,6 +681,12 @@ class Checker:
                 f"{o['namespace']}/{o['name']}" for o in status.get("currentOwners") or []
             )
             actual = sorted(owners.get(r["metadata"]["name"], []))
+            promised = _promised(r)
+            if not actual and promised is not None and promised in waiting:
+                # Recorded by an attempt whose binding never happened (a scheduler killed
+                # between the two): its pod still waits, and the reservation is its alone
+                # (docs/reservation.md). Whether it could go in now is the liveness check's.
+                continue
             if listed != actual:
                 found.append(
                     f"reservation {r['metadata']['name']}: currentOwners {listed} != {actual}"
@@ -1515,7 +1536,8 @@ class Checker:
             ends = expiry(r)
             if ends is not None and ends <= now + PLACEABLE_WITHIN:
                 continue
-            spent = taken.get(name) or status.get("currentOwners")
+            recorded = status.get("currentOwners") and _promised(r) != pod["metadata"]["uid"]
+            spent = taken.get(name) or recorded
             if not is_owner(r, pod) or (spec.get("allocateOnce", True) and spent):
                 continue
             left = requests_of((spec.get("template") or {}).get("spec") or {})

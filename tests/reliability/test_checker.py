@@ -688,14 +688,43 @@ def test_a_preemptor_is_due_only_through_the_reservation_its_preemption_made() -
             "status": {"phase": phase, "nodeName": "n2"},
         }
 
-    for phase, expected in (("Waiting", []), ("Available", ["its reservation preempt-free-p"])):
+    # Recorded as its owner by an attempt whose binding never happened (a scheduler killed
+    # in between), it is still the preemptor's: due through it too. Recorded for another
+    # pod, it is nobody's room.
+    mine = [{"namespace": "free", "name": "p", "uid": "p"}]
+    other = [{"namespace": "free", "name": "x", "uid": "x"}]
+    for phase, recorded, expected in (
+        ("Waiting", None, []),
+        ("Available", None, ["its reservation preempt-free-p"]),
+        ("Available", mine, ["its reservation preempt-free-p"]),
+        ("Available", other, []),
+    ):
         checker = Checker(SCHEDULER)
+        reservation = made(phase)
+        if recorded is not None:
+            reservation["status"]["currentOwners"] = recorded
         found = []
         for look in range(5):
             found += checker.check(
-                Snapshot(T0 + 10 * look, nodes, [waiting("p")], [], [made(phase)])
+                Snapshot(T0 + 10 * look, nodes, [waiting("p")], [], [reservation])
             )
         assert [line.split(" on n2")[0].split("(")[-1] for line in found] == expected, found
+
+
+def test_at_rest_a_reservation_may_record_an_owner_that_still_waits() -> None:
+    """The scheduler records an allocateOnce reservation's owner before binding it; killed
+    in between, the reservation lists a pod still Pending, and holds for it alone. Listing
+    a pod that is bound without it, or gone, is a status out of step."""
+    n1 = node("n1")
+    r = once("r", "n1", "4", currentOwners=[{"namespace": "free", "name": "p", "uid": "p"}])
+    assert Checker(SCHEDULER).at_rest(Snapshot(T0, {"n1": n1}, [waiting("p")], [], [r])) == []
+    elsewhere = bound("p", "n1", T0)
+    assert Checker(SCHEDULER).at_rest(Snapshot(T0, {"n1": n1}, [elsewhere], [], [r])) == [
+        "reservation r: currentOwners ['free/p'] != []"
+    ]
+    assert Checker(SCHEDULER).at_rest(Snapshot(T0, {"n1": n1}, [], [], [r])) == [
+        "reservation r: currentOwners ['free/p'] != []"
+    ]
 
 
 # -- migrations -----------------------------------------------------------------------------

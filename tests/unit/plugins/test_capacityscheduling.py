@@ -803,17 +803,24 @@ def test_a_preemptor_is_retried_when_its_victim_goes_before_its_nomination_is_se
     assert plugin._frees_quota(preemptor, info(bh), None)
 
 
-def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits_it() -> None:
-    """b4's deletion frees one GPU: the room goes to w1 and passes w2 and x over. w1 is
-    bound, x reclaims bh and its nomination is seen. The room never lists a nominated pod:
-    the periodic check tries x once the quotas admit it (bh gone), not before."""
-    env, x, bh = preempting_for_a()
+def b4_deleted(env: Env) -> CapacityScheduling:
+    """b4's deletion frees one GPU of a's: its room goes to w1 alone (asked of w1, w2 and
+    x, as the queue does)."""
     plugin = capacity(env)
     b4 = env.view.pods["uid-b-b4"].raw
     env.events.on_pod("DELETED", b4)
     names = ("w1", "w2", "x")
     retried = [plugin._frees_quota(env.view.pods[f"uid-a-{n}"], info(b4), None) for n in names]
-    assert retried == [True, False, False]  # asked of w1, w2 and x, as the queue does
+    assert retried == [True, False, False]
+    return plugin
+
+
+def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits_it() -> None:
+    """b4's deletion frees one GPU: the room goes to w1 and passes w2 and x over. w1 is
+    bound, x reclaims bh and its nomination is seen. The room never lists a nominated pod:
+    the periodic check tries x once the quotas admit it (bh gone), not before."""
+    env, x, bh = preempting_for_a()
+    plugin = b4_deleted(env)
     bind_in_place(env, env.view.pods["uid-a-w1"].raw, "n2")
     x["status"]["nominatedNodeName"] = "n1"
     env.events.on_pod("MODIFIED", x)
@@ -821,6 +828,25 @@ def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits
     plugin.evicted(info(bh))
     env.events.on_pod("DELETED", bh)
     assert plugin.retry_now(lambda _uid: True) == {"uid-a-w2", "uid-a-x"}
+
+
+def test_a_pod_passed_over_is_retried_once_the_winner_admitted_is_placed_nowhere() -> None:
+    """b4's deletion frees one GPU: the room goes to w1 and passes w2 over. w1's quota
+    admits it and then no node takes it: no pod is counted, bound or gone, and yet the GPU
+    is w2's to claim now. The periodic check tries w2, and x after it (the crash churn left
+    such a pod Pending half a minute, its quota admitting it and its own Reservation
+    holding room)."""
+    env, _, _ = preempting_for_a()
+    plugin = b4_deleted(env)
+    assert plugin.retry_now(lambda uid: uid != "uid-a-w1") == frozenset()  # w1 claims it
+    w1 = env.view.pods["uid-a-w1"]
+    assert plugin.pre_filter(CycleState(), w1, env.view.nodes).ok
+    assert plugin.retry_now(lambda uid: uid != "uid-a-w1") == {"uid-a-w2"}
+    # w2 too is placed nowhere: x next, and then nobody is left to try.
+    assert plugin.pre_filter(CycleState(), env.view.pods["uid-a-w2"], env.view.nodes).ok
+    assert plugin.retry_now(lambda uid: uid == "uid-a-x") == {"uid-a-x"}
+    assert plugin.pre_filter(CycleState(), env.view.pods["uid-a-x"], env.view.nodes).ok
+    assert plugin.retry_now(lambda _uid: True) == frozenset()
 
 
 def nominated_ahead_of_w(w_gpus: int) -> tuple[Env, Json, CapacityScheduling]:

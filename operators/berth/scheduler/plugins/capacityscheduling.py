@@ -276,9 +276,12 @@ class CapacityScheduling(Plugin):
         # deletion admits of those, claimed in queue order (by the deleted pod's uid).
         self._refused: set[str] = set()
         self._rooms: tuple[str, Room] | None = None
+        # Bumped when a refused pod leaves the room's queue (its quota admitted it, or it
+        # was bound or went): what it claimed there is the next pods' to claim.
+        self._claims_version = 0
         # Of the refused pods: the accounting each was last looked at under, and whether
         # one node's victims would then have admitted it (see :meth:`_refused_retries`).
-        self._looked: dict[str, tuple[tuple[int, int, int], bool]] = {}
+        self._looked: dict[str, tuple[tuple[int, int, int, int], bool]] = {}
         # When the tree's over-runtime check last ran: the check runs each second while
         # the flat quotas' room waits for a claim, the tree's walk at its own interval.
         self._tree_checked = -math.inf
@@ -430,6 +433,7 @@ class CapacityScheduling(Plugin):
             other = pods.get(uid)
             if other is None or other.node_name or other.terminal or other.deleting:
                 self._refused.discard(uid)
+                self._claims_version += 1
             elif uid not in nominated:
                 pending.append(other)
         pending.sort(key=lambda p: (-p.priority, p.created))
@@ -814,25 +818,27 @@ class CapacityScheduling(Plugin):
                 retry.add(uid)
                 continue
             hoped = self._looked[uid][1]
-            hope = self._may_reclaim(pod)
+            hope = self._may_reclaim(pod, self.demand(pod))
             self._looked[uid] = (now, hope)
             if hope and not hoped:
                 retry.add(uid)
         return frozenset(retry)
 
-    def _may_reclaim(self, pod: PodInfo) -> bool:
+    def _may_reclaim(self, pod: PodInfo, demand: QuotaDemand | None) -> bool:
         """Within its quota's min, and one node's victims would admit it: a reclaim may.
         Pods over their min are left to events: under the long churn, quotas crossing
         their mins each second turned their answer round again and again, and their
         retries kept new pods from a first attempt."""
-        demand = self.demand(pod)
         return demand is not None and QuotaVictims(self, demand).reclaim and self._admissible(pod)
 
-    def _looked_at(self) -> tuple[int, int, int]:
-        """What a flat refusal depends on: the pods counted, the quotas, the nominations
-        (a nomination dropped or set changes no pod the accounting reads)."""
+    def _looked_at(self) -> tuple[int, int, int, int]:
+        """What a flat refusal depends on: the pods counted, the quotas, the claims of the
+        pods before it in the room (a winner admitted and then placed nowhere changes no
+        count: the churn left a pod its quota admitted Pending half a minute so, passed
+        over for winners that had left), the nominations (a nomination dropped or set
+        changes no pod the accounting reads)."""
         nominated = hash(frozenset(self.handle.view.nominated))
-        return (self._accounting_version, self._quotas_version, nominated)
+        return (self._accounting_version, self._quotas_version, self._claims_version, nominated)
 
     def _nomination_admitted(self, uid: str) -> bool:
         """A nominated pod its quota admits now: the room never lists a nominated pod (its
@@ -993,11 +999,13 @@ class CapacityScheduling(Plugin):
             return SUCCESS
         rejection = self.verdict(demand)
         if rejection is None:
-            self._refused.discard(pod.uid)
+            if pod.uid in self._refused:
+                self._refused.discard(pod.uid)
+                self._claims_version += 1
             self._looked.pop(pod.uid, None)
             return SUCCESS
         self._refused.add(pod.uid)
-        self._looked[pod.uid] = (self._looked_at(), self._may_reclaim(pod))
+        self._looked[pod.uid] = (self._looked_at(), self._may_reclaim(pod, demand))
         message = rejection.message(pod.key)
         self._warn(rejection.quota.raw, rejection.reason, message)
         return unschedulable(self.name, message)

@@ -634,6 +634,31 @@ async def test_a_preemptor_whose_victim_gave_back_to_its_own_reservation_goes_th
     assert deleted == ["preempt-default-p-uid-defa"]
 
 
+@pytest.mark.parametrize(
+    ("policy", "cpu", "why"),
+    [
+        ("Restricted", "3", "r: Restricted and the pod does not fit in what is left"),
+        ("Aligned", "2", "r: cpu 1 left in it is short beside the node's free room"),
+    ],
+)
+def test_a_preemptor_waiting_for_its_made_reservation_is_told_why_its_others_do_not_take_it(
+    policy: str, cpu: str, why: str
+) -> None:
+    """p owns r on the node where the Reservation its preemption made waits; r does not
+    take it now, and the refusal says why beside what it waits for."""
+    preemptor = web("p", cpu)
+    made = env(
+        pod("other", "2", node_name="n1"),
+        reservation("r", "2" if policy == "Restricted" else "1", policy=policy),
+        made_for(preemptor, "n1", "Waiting"),
+    )
+    refusal = made.diagnose(preemptor)[2].prefilter
+    assert refusal is not None
+    message = " ".join(refusal.reasons)
+    assert message.startswith("waits for Reservation preempt-default-p-uid-defa"), message
+    assert message.endswith(f"(its Reservations there: {why})"), message
+
+
 def test_reservation_plugin_args_are_checked_by_name() -> None:
     def args(**given: Any) -> Json:
         return {**PROFILE, "pluginConfig": [{"name": "Reservation", "args": given}]}

@@ -310,11 +310,11 @@ class Reservation(Plugin):
             state.limit_nodes(rows, self.name)
         state.data[self.name] = usable
         if (made := self.made_for(pod)) is not None:
-            return self._through_made(state, nodes, usable, made)
+            return self._through_made(state, pod, nodes, usable, made)
         return SUCCESS
 
     def _through_made(
-        self, state: CycleState, nodes: NodeTable, usable: Usable, made: Held
+        self, state: CycleState, pod: PodInfo, nodes: NodeTable, usable: Usable, made: Held
     ) -> Status:
         """A preemptor whose own Reservation holds goes on that Reservation's node alone.
         Waiting, it waits, unless another Reservation it owns there takes it now: a victim
@@ -326,12 +326,33 @@ class Reservation(Plugin):
         if status is None or status.phase != ReservationPhase.AVAILABLE:
             here = usable.by_row.get(row) if row is not None else None
             if here is None or here.uid == made.uid:
-                return unschedulable(self.name, waits_for(made), resolvable=False)
+                why = waits_for(made) + self._others_there(pod, usable, made, row)
+                return unschedulable(self.name, why, resolvable=False)
         if row is not None:
             rows = np.zeros(nodes.size, dtype=bool)
             rows[row] = True
             state.limit_nodes(rows, self.name)
         return SUCCESS
+
+    def _others_there(self, pod: PodInfo, usable: Usable, made: Held, row: int | None) -> str:
+        """Why the pod's other Reservations on the made one's node do not take it now, for
+        the refusal: a user reading that it waits can tell whether one of its own could."""
+        candidates = usable.candidates.get(row, []) if row is not None else []
+        now = self.handle.clock()
+        notes = []
+        for held in self.book.on(made.node):
+            if held.uid == made.uid or not is_owner(held.reservation, facts(pod)):
+                continue
+            left = ", ".join(f"{k} {v}" for k, v in as_resource_list(held.remaining()).items())
+            why = held_back(pod, held, None, now) or (
+                f"{left or 'nothing'} left in it is short beside the node's free room"
+                if held in candidates
+                else "not usable"
+            )
+            notes.append(f"{held.name}: {why}")
+        if not notes:
+            return ""
+        return f" (its Reservations there: {'; '.join(sorted(notes)[:MAX_VERDICTS])})"
 
     def made_for(self, pod: PodInfo) -> Held | None:
         """The Reservation a preemption made for this pod, while it holds for it (Waiting

@@ -634,11 +634,26 @@ async def test_a_preemptor_whose_victim_gave_back_to_its_own_reservation_goes_th
     assert deleted == ["preempt-default-p-uid-defa"]
 
 
+def test_a_preemptor_goes_into_its_own_reservation_with_what_its_made_one_holds() -> None:
+    """n1 (4 cpu) runs 2, holds 1 in r (Aligned, p an owner) and 1 in the Reservation p's
+    preemption made, Waiting for room r now holds. p asks 2: r's 1 and the made one's 1
+    are both p's, so p goes into r on n1 (the made one is let go at PreBind). Counted
+    against p, the made one kept p out of r, and itself Waiting, for good (the crash churn
+    left such a preemptor refused past 30 s)."""
+    preemptor = web("p", "2")
+    made = env(
+        pod("other", "2", node_name="n1"),
+        reservation("r", "1"),
+        made_for(preemptor, "n1", "Waiting"),
+    )
+    assert made.feasible(preemptor) == ["n1"]
+
+
 @pytest.mark.parametrize(
     ("policy", "cpu", "why"),
     [
         ("Restricted", "3", "r: Restricted and the pod does not fit in what is left"),
-        ("Aligned", "2", "r: cpu 1 left in it is short beside the node's free room"),
+        ("Aligned", "3", "r: cpu 1 left in it is short beside the node's free room"),
     ],
 )
 def test_a_preemptor_waiting_for_its_made_reservation_is_told_why_its_others_do_not_take_it(

@@ -406,7 +406,10 @@ class Reservation(Plugin):
     ) -> None:
         """On one row, the first reservation by preference that the pod fits with (beside
         the row's ``unreserved`` free capacity), and what it gives back there (none when
-        the pod fits with none)."""
+        the pod fits with none). Through another of its own, what the Reservation made by
+        its preemption holds on that node is the pod's too: PreBind deletes it. Counted
+        against the pod, it kept a preemptor whose victim gave its share back to one of
+        the pod's own Reservations out of both, the made one Waiting for that share."""
         need = nodes.vector(pod.requests)
         pods_column = nodes.columns["pods"]
         need[pods_column] = 1
@@ -414,6 +417,11 @@ class Reservation(Plugin):
         free = padded(unreserved[None, :], width)[0, :width]
         usable.by_row.pop(row, None)
         given = np.zeros(width, dtype=np.int64)
+        made = self.made_for(pod)
+        spare = np.zeros(width, dtype=np.int64)
+        if made is not None and made.counted is not None and nodes.index.get(made.node) == row:
+            spare = padded(nodes.vector(made.counted.requests)[None, :], width)[0, :width]
+            spare[pods_column] += 1
         for held in sorted(
             usable.candidates.get(row, ()), key=lambda h: preference(h, pod.requests, usable.gone)
         ):
@@ -421,6 +429,8 @@ class Reservation(Plugin):
                 continue
             offered = nodes.vector(held.remaining(usable.gone))[:width]
             offered[pods_column] += 1  # the slot the reservation keeps for it
+            if made is not None and held.uid != made.uid:
+                offered = offered + spare
             if bool(((free + offered) >= need)[need > 0].all()):
                 usable.by_row[row] = held
                 given = offered

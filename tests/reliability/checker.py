@@ -1527,12 +1527,24 @@ class Checker:
         it in what is left (Restricted), or in what is left and the node's free room
         (Aligned). Named for the report; empty when none."""
         requests = requests_of(pod["spec"])
+        # What a Reservation its preemption made holds (Waiting or Available) is the pod's
+        # too when it goes into another of its own on that node: that one is let go.
+        made_holds: dict[str, Amounts] = {}
+        for r in reservations.values():
+            status = r.get("status") or {}
+            labels = r["metadata"].get("labels") or {}
+            if labels.get(PREEMPTOR) == pod["metadata"]["uid"] and status.get("phase") in HOLDING:
+                template = (r["spec"].get("template") or {}).get("spec") or {}
+                made_holds[str(status.get("nodeName"))] = requests_of(template)
         for name, r in reservations.items():
             status = r.get("status") or {}
             node = status.get("nodeName")
             spec = r.get("spec") or {}
             if status.get("phase") != "Available" or node not in nodes or spec.get("unschedulable"):
                 continue
+            made_here = made_holds.get(node, {})
+            if PREEMPTOR in (r["metadata"].get("labels") or {}):
+                made_here = {}  # the made one itself: what it holds is counted below
             ends = expiry(r)
             if ends is not None and ends <= now + PLACEABLE_WITHIN:
                 continue
@@ -1543,13 +1555,14 @@ class Checker:
             left = requests_of((spec.get("template") or {}).get("spec") or {})
             for owner in taken.get(name, []):
                 _add(left, requests_of(owner["spec"]), -1)
+            free_here = _plus(room(node), made_here)
             if spec.get("allocatePolicy") == "Restricted":
                 inside = {k: v for k, v in requests.items() if k in left}
                 outside = {k: v for k, v in requests.items() if k not in left}
-                fits = _fits(inside, left) and _fits(outside, room(node))
+                fits = _fits(inside, left) and _fits(outside, free_here)
             else:
                 fits = _fits(
-                    requests, _plus(room(node), {k: max(v, Decimal(0)) for k, v in left.items()})
+                    requests, _plus(free_here, {k: max(v, Decimal(0)) for k, v in left.items()})
                 )
             if fits:
                 return f"its reservation {name} on {node} has room"

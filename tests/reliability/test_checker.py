@@ -711,6 +711,29 @@ def test_a_preemptor_is_due_only_through_the_reservation_its_preemption_made() -
         assert [line.split(" on n2")[0].split("(")[-1] for line in found] == expected, found
 
 
+def test_a_preemptor_is_due_through_its_own_reservation_with_what_its_made_one_holds() -> None:
+    """n1 (8 cpu) runs 4, r holds 2 for app=web, and the Reservation p's preemption made
+    holds 2, Waiting. p (app=web) asks 4: r's 2 and the made one's 2 are both p's (the made
+    one is let go when p goes into r), so p is due through r."""
+    nodes = {"n1": node("n1")}
+    pods = [bound(f"b{i}", "n1", T0 - 60) for i in range(4)]
+    p = waiting("p", labels={"app": "web"})
+    p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "4"
+    r = once("r", "n1", "2")
+    r["spec"]["allocateOnce"] = False
+    template = {"nodeName": "n1", "containers": [{"resources": {"requests": {"cpu": "2"}}}]}
+    made = {
+        "metadata": {"name": "preempt-free-p", "uid": "uid-m", "labels": {PREEMPTOR: "p"}},
+        "spec": {"template": {"spec": template}, "allocateOnce": True, "preAllocation": True},
+        "status": {"phase": "Waiting", "nodeName": "n1"},
+    }
+    checker = Checker(SCHEDULER)
+    found = []
+    for look in range(5):
+        found += checker.check(Snapshot(T0 + 10 * look, nodes, [*pods, p], [], [r, made]))
+    assert [line.split(" (")[-1] for line in found] == ["its reservation r on n1 has room)"]
+
+
 def test_at_rest_a_reservation_may_record_an_owner_that_still_waits() -> None:
     """The scheduler records an allocateOnce reservation's owner before binding it; killed
     in between, the reservation lists a pod still Pending, and holds for it alone. Listing

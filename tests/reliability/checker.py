@@ -1525,7 +1525,8 @@ class Checker:
         may run on, not used up (allocateOnce with an owner), not expiring before the
         bound is due (past its expiry it takes no owner, Failed or not yet), with room for
         it in what is left (Restricted), or in what is left and the node's free room
-        (Aligned). Named for the report; empty when none."""
+        (Aligned). A preemptor whose made Reservation holds goes on that one's node alone,
+        into it or another of its own there. Named for the report; empty when none."""
         requests = requests_of(pod["spec"])
         # What a Reservation its preemption made holds (Waiting or Available) is the pod's
         # too when it goes into another of its own on that node: that one is let go.
@@ -1542,6 +1543,8 @@ class Checker:
             spec = r.get("spec") or {}
             if status.get("phase") != "Available" or node not in nodes or spec.get("unschedulable"):
                 continue
+            if made_holds and node not in made_holds:
+                continue  # placed on its made one's node alone
             made_here = made_holds.get(node, {})
             if PREEMPTOR in (r["metadata"].get("labels") or {}):
                 made_here = {}  # the made one itself: what it holds is counted below

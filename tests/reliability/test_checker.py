@@ -732,6 +732,16 @@ def test_a_preemptor_is_due_through_its_own_reservation_with_what_its_made_one_h
     for look in range(5):
         found += checker.check(Snapshot(T0 + 10 * look, nodes, [*pods, p], [], [r, made]))
     assert [line.split(" (")[-1] for line in found] == ["its reservation r on n1 has room)"]
+    # The made one on n2 instead: p is placed there alone, and r on n1 is not its room.
+    nodes["n2"] = node("n2")
+    made["status"]["nodeName"] = made["spec"]["template"]["spec"]["nodeName"] = "n2"
+    for n in range(8):
+        pods.append(bound(f"c{n}", "n2", T0 - 60))
+    checker = Checker(SCHEDULER)
+    found = []
+    for look in range(5):
+        found += checker.check(Snapshot(T0 + 10 * look, nodes, [*pods, p], [], [r, made]))
+    assert found == []
 
 
 def test_at_rest_a_reservation_may_record_an_owner_that_still_waits() -> None:

@@ -122,6 +122,9 @@ class Usable:
     gone: set[str] = field(default_factory=set)
     # The pod ignores reservations: what they hold, given back or not, is free to it.
     ignoring: bool = False
+    # The Reservation its preemption made, while it holds for it (``made_for``), as the
+    # cycle's PreFilter found it.
+    made: Held | None = None
 
 
 def facts(pod: PodInfo) -> PodFacts:
@@ -300,7 +303,7 @@ class Reservation(Plugin):
                     fitting.add(row)
         if affinity is not None and not fitting:
             return unschedulable(self.name, self._no_match(pod, affinity))
-        usable = Usable({}, candidates=candidates)
+        usable = Usable({}, candidates=candidates, made=self.made_for(pod))
         unreserved = unreserved_free(state, nodes)
         for row in candidates:
             self._choose(state, pod, nodes, usable, row, unreserved[row])
@@ -309,8 +312,8 @@ class Reservation(Plugin):
             rows[list(fitting)] = True
             state.limit_nodes(rows, self.name)
         state.data[self.name] = usable
-        if (made := self.made_for(pod)) is not None:
-            return self._through_made(state, pod, nodes, usable, made)
+        if usable.made is not None:
+            return self._through_made(state, pod, nodes, usable, usable.made)
         return SUCCESS
 
     def _through_made(
@@ -339,9 +342,10 @@ class Reservation(Plugin):
         the refusal: a user reading that it waits can tell whether one of its own could."""
         candidates = usable.candidates.get(row, []) if row is not None else []
         now = self.handle.clock()
+        pod_facts = facts(pod)
         notes = []
         for held in self.book.on(made.node):
-            if held.uid == made.uid or not is_owner(held.reservation, facts(pod)):
+            if held.uid == made.uid or not is_owner(held.reservation, pod_facts):
                 continue
             left = ", ".join(f"{k} {v}" for k, v in as_resource_list(held.remaining()).items())
             why = held_back(pod, held, None, now) or (
@@ -417,7 +421,7 @@ class Reservation(Plugin):
         free = padded(unreserved[None, :], width)[0, :width]
         usable.by_row.pop(row, None)
         given = np.zeros(width, dtype=np.int64)
-        made = self.made_for(pod)
+        made = usable.made
         spare = np.zeros(width, dtype=np.int64)
         if made is not None and made.counted is not None and nodes.index.get(made.node) == row:
             spare = padded(nodes.vector(made.counted.requests)[None, :], width)[0, :width]

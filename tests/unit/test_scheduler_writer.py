@@ -185,6 +185,47 @@ async def test_a_binding_waits_for_its_pods_explanation_already_on_the_wire() ->
     assert stored.condition["status"] == "True"
 
 
+class SlowFirst(StoredPod):
+    """The pod's first condition write is slow to land, the later ones are not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delays = [0.05]
+
+    async def patch_status(self, kind: Any, name: str, status: Json, **_: Any) -> None:
+        self.requests.append("condition")
+        await asyncio.sleep(self.delays.pop(0) if self.delays else 0)
+        self.condition = status["conditions"][0]
+
+
+async def test_a_binding_waits_for_every_explanation_of_its_pod_on_the_wire() -> None:
+    """A gang member explained twice in a moment (1 of 4 members exist, then 3 of 4) and
+    placed right after, the first write slow: the first must not land over the binding.
+    The second waits for the first and is then dropped for the binding."""
+    stored = SlowFirst()
+    writer = writer_of(stored)
+    p = info(pod("p", "1", "1Gi"))
+    first = asyncio.create_task(writer.unschedulable(p, "1 of 4 exist"))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(writer.unschedulable(p, "3 of 4 exist"))
+    await asyncio.sleep(0.01)
+    await writer.bind(p, "n1")
+    await asyncio.gather(first, second)
+    assert stored.requests == ["condition", "bind"]
+    assert (stored.node, stored.condition["status"]) == ("n1", "True")
+
+
+async def test_a_pods_later_explanation_lands_after_its_earlier_one() -> None:
+    stored = SlowFirst()
+    writer = writer_of(stored)
+    p = info(pod("p", "1", "1Gi"))
+    first = asyncio.create_task(writer.unschedulable(p, "1 of 4 exist"))
+    await asyncio.sleep(0.01)
+    await writer.unschedulable(p, "3 of 4 exist")
+    await first
+    assert stored.condition["message"] == "3 of 4 exist"
+
+
 async def test_a_pod_whose_binding_failed_is_explained_again() -> None:
     class Refusing(StoredPod):
         async def create_subresource(self, *args: Any, **kwargs: Any) -> None:

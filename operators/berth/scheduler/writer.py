@@ -195,7 +195,7 @@ class Writer:
         from the one a scheduler before this one wrote), after every decision waiting;
         dropped when the pod's binding was asked for while it waited (written after the
         binding, it would say a bound pod is unschedulable), when a newer one for the pod
-        came meanwhile, or when the pod is gone."""
+        came meanwhile, or when the pod is gone. A pod has one on the wire at a time."""
         if self._conditions.get(pod.uid) == message or _explained(pod, message):
             self._conditions[pod.uid] = message
             self._explaining.pop(pod.uid, None)  # what waits would say something older
@@ -212,6 +212,12 @@ class Writer:
         latest = self._explaining.get
         if not await self.bucket.take(urgent=False, wanted=lambda: latest(pod.uid) is ticket):
             return
+        # Two sent together may land in either order, the older message last, and after
+        # a binding that waited for the newer one only.
+        while (sending := self._conditions_sending.get(pod.uid)) is not None:
+            await sending.wait()
+            if latest(pod.uid) is not ticket:
+                return
         del self._explaining[pod.uid]
         if pod.uid in self._binding:
             return

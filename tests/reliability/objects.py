@@ -64,6 +64,19 @@ def epoch(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def written_by(obj: Mapping[str, Any]) -> float | None:
+    """A moment by which this version of the object was written, from the API server's own
+    record: every field change moves its manager's ``managedFields`` time (whole seconds),
+    so a change this version shows was made before the latest of them plus a second. A
+    watch event read late by a busy checker would otherwise date a change seconds late."""
+    times = [
+        at
+        for entry in (obj.get("metadata") or {}).get("managedFields") or ()
+        if (at := epoch(entry.get("time"))) is not None
+    ]
+    return max(times) + 1 if times else None
+
+
 def bound_at(pod: Mapping[str, Any]) -> float | None:
     """When the pod was bound (its PodScheduled condition, one-second resolution)."""
     for condition in (pod.get("status") or {}).get("conditions") or ():

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.reliability import watches
 from tests.reliability.checker import SLACK, Checker, Snapshot
 from tests.reliability.gang_invariants import (
     PLACEMENT_WITHIN,
@@ -23,6 +24,7 @@ from tests.reliability.gang_invariants import (
 from tests.reliability.load_invariants import EXPIRATION_SECONDS, LAG, LoadJudge, loaded
 from tests.reliability.numa_invariants import NumaJudge
 from tests.reliability.quota_invariants import PREEMPTOR
+from tests.reliability.watches import NodeChanges
 
 SCHEDULER = "rl"
 
@@ -94,6 +96,33 @@ def test_a_node_cordoned_again_between_two_looks_is_judged_by_the_node_watch() -
     assert checker.check(look) == []
     found = judge(checker, T0 + 25, node("n1", cordoned=True), fair, unfair)
     assert found == ["pod free/unfair bound to n1 after it was cordoned"]
+
+
+def test_a_node_change_read_late_is_dated_by_the_node_s_own_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """n1, cordoned, is uncordoned at +9 (its managedFields say so, to the second); the
+    checker's loop, busy judging, reads that watch event at +14. A binding at +11 came
+    after the uncordon, and is fair: dated when it was read, the cordon would seem to hold
+    past +13, two seconds after the binding (a long churn reported such a binding)."""
+    checker = Checker(SCHEDULER)
+    checker.liveness = False
+    assert judge(checker, T0, node("n1", cordoned=True)) == []
+    uncordoned = node("n1")
+    uncordoned["metadata"]["managedFields"] = [
+        {"manager": "churn", "operation": "Update", "time": stamp(T0)},
+        {"manager": "kubectl", "operation": "Update", "time": stamp(T0 + 9)},
+    ]
+    changes = NodeChanges.__new__(NodeChanges)
+    changes._changes = []
+    monkeypatch.setattr(watches.time, "time", lambda: T0 + 14)
+    changes._on("MODIFIED", uncordoned)
+    look = Snapshot(T0 + 15, {"n1": uncordoned}, [bound("fair", "n1", T0 + 11)], [], [])
+    look.node_changes = changes.take()
+    assert look.node_changes[0][0] == T0 + 10
+    assert checker.check(look) == []
+    assert judge(checker, T0 + 20, uncordoned, bound("fair", "n1", T0 + 11)) == []
+    assert not checker.judging  # judged, and found fair
 
 
 def test_a_pod_tolerating_the_cordon_may_be_bound_to_a_cordoned_node() -> None:

@@ -18,6 +18,8 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.reliability.objects import written_by
+
 Obj = dict[str, Any]
 
 PREEMPTOR = "berth.io/preemptor"  # the label of a Reservation made for a preemptor
@@ -114,8 +116,14 @@ class NodeChanges:
         return changes
 
     def _on(self, kind: str, obj: Obj) -> None:
+        """Dated when it came, or earlier when the node's own record says it was written
+        earlier: the checker's loop may read an event seconds after it came, and a cordon
+        ended before a binding would seem to have held past it."""
         name = (obj.get("metadata") or {}).get("name", "")
-        self._changes.append((time.time(), name, None if kind == "DELETED" else obj))
+        at = time.time()
+        if kind != "DELETED" and (written := written_by(obj)) is not None:
+            at = min(at, written)
+        self._changes.append((at, name, None if kind == "DELETED" else obj))
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -24,7 +24,6 @@ from tests.reliability.gang_invariants import (
 from tests.reliability.load_invariants import EXPIRATION_SECONDS, LAG, LoadJudge, loaded
 from tests.reliability.numa_invariants import NumaJudge
 from tests.reliability.quota_invariants import PREEMPTOR
-from tests.reliability.watches import NodeChanges
 
 SCHEDULER = "rl"
 
@@ -113,7 +112,7 @@ def test_a_node_change_read_late_is_dated_by_the_node_s_own_record(
         {"manager": "churn", "operation": "Update", "time": stamp(T0)},
         {"manager": "kubectl", "operation": "Update", "time": stamp(T0 + 9)},
     ]
-    changes = NodeChanges.__new__(NodeChanges)
+    changes = watches.NodeChanges.__new__(watches.NodeChanges)  # no watch: fed by hand
     changes._changes = []
     monkeypatch.setattr(watches.time, "time", lambda: T0 + 14)
     changes._on("MODIFIED", uncordoned)

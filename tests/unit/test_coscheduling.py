@@ -250,6 +250,24 @@ async def test_two_gangs_on_one_quota_one_placed_whole_the_other_holds_no_quota(
     assert "ElasticQuota default is more than Max (cpu: 3 used + 3 requested > 5)" in why
 
 
+async def test_a_gang_s_own_nominations_are_not_held_against_its_quota() -> None:
+    """A gang of three 1-cpu members that preempted is nominated, member by member; its
+    quota (3 cpu) fits the three. Its members' nominations are its demand, not others':
+    counted besides it (3 requested + 2 nominated > 3), the gang waited for quota it held
+    itself, and its nominations kept that share from every other pod for good."""
+    loop = gang_loop(
+        node("n1", cpu="8"),
+        *(member(f"a{i}", "train") for i in range(3)),
+        groups=(pod_group("train", 3),),
+        quotas=(quota("3"),),
+    )
+    view = loop.parts.view
+    for uid in [u for u, p in view.pods.items() if p.name.startswith("a")]:
+        view.nominate(view.pods[uid], "n1")
+    await drain(loop)
+    assert sorted(bound(loop)) == ["a0", "a1", "a2"], reasons(loop, "a0")
+
+
 async def test_a_member_without_its_podgroup_waits_saying_so() -> None:
     loop = gang_loop(node("n1", cpu="2"), member("a", "missing"))
     await drain(loop)

@@ -81,6 +81,11 @@ def test_a_pod_without_record_is_told_where_it_waits() -> None:
     )
     dropped = {"queue": "unschedulable", "attempts": 4, "waitingSeconds": 80.0}
     assert "waits for a cluster event that could help it" in why.no_record_report(waiting, dropped)
+    again = {"queue": "backoff", "attempts": 4, "sentBy": "NodeAdd"}
+    assert why.no_record_report(waiting, again).endswith(
+        "it waits out its backoff after a failed attempt, 4 attempt(s) so far, sent back by "
+        "NodeAdd."
+    )
 
 
 def quota_object(

@@ -144,7 +144,7 @@ def test_an_eviction_while_the_reservation_is_pending_is_found() -> None:
         sample(3, [job(eviction="Evicting", eviction_at=1)], [reservation()], []),
     )
     assert found == [
-        "migration job: pod ns/web-a evicted by 00:00:02 before its reservation job was "
+        "migration job: pod ns/web-a evicted by 00:00:02.000 before its reservation job was "
         "Available (from never)"
     ]
 
@@ -176,8 +176,8 @@ def test_an_eviction_before_the_reservation_became_available_is_found() -> None:
         ),
     )
     assert found == [
-        "migration job: pod ns/web-a evicted by 00:00:06 before its reservation job was "
-        "Available (from 00:00:10)"
+        "migration job: pod ns/web-a evicted by 00:00:06.000 before its reservation job was "
+        "Available (from 00:00:10.000)"
     ]
 
 
@@ -204,7 +204,7 @@ def test_a_job_made_and_run_between_two_samples_is_judged_by_the_pod_seen_before
         sample(2, [job(eviction="EvictComplete", eviction_at=1)], [reservation()], []),
     )
     assert found == [
-        "migration job: pod ns/web-a evicted by 00:00:01 before its reservation job was "
+        "migration job: pod ns/web-a evicted by 00:00:01.000 before its reservation job was "
         "Available (from never)"
     ]
 

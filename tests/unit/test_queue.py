@@ -451,6 +451,21 @@ async def test_requeue_moves_only_the_named_unschedulable_pods(
     assert queue.counts() == empty_counts(unschedulable=1)
 
 
+async def test_a_pod_is_backed_off_once_unschedulable_with_its_backoff_over(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    a = pending("a")
+    queue.add(a)
+    assert not queue.backed_off(a.uid), "active, not unschedulable"
+    queue.unschedulable(await pop_now(queue))
+    assert queue.is_unschedulable(a.uid)
+    assert not queue.backed_off(a.uid), "its first backoff (1 s) runs"
+    clock.advance(1.0)
+    assert queue.backed_off(a.uid)
+    assert queue.requeue(frozenset({a.uid}), "PeriodicCheck") == 1
+    assert (await pop_now(queue)).name == "a", "sent back with its backoff over: active"
+
+
 async def test_a_pod_taken_with_its_gang_is_in_flight_as_if_popped(
     queue: SchedulingQueue,
 ) -> None:
@@ -506,6 +521,7 @@ async def test_where_says_the_area_attempts_and_pods_ahead(
         "queue": "active",
         "attempts": 0,
         "waitingSeconds": 1.0,
+        "sentBy": "PodAdd",
         "ahead": 2,
     }
     first = await pop_now(queue)
@@ -513,12 +529,19 @@ async def test_where_says_the_area_attempts_and_pods_ahead(
         "queue": "in flight",
         "attempts": 0,
         "waitingSeconds": 3.0,
+        "sentBy": "PodAdd",
     }
     queue.unschedulable(first)
     assert queue.where("default", "a") == {
         "queue": "unschedulable",
         "attempts": 1,
         "waitingSeconds": 0.0,
+        "sentBy": "PodAdd",
     }
+    clock.advance(1)
+    queue.move_all("NodeAdd")
+    assert queue.sent_by(first.uid) == "NodeAdd"
+    await pop_now(queue)  # its backoff is over: sent back, it is active
+    assert queue.sent_by(first.uid) == "NodeAdd", "what sent it back, not BackoffComplete"
     assert queue.where("default", "c")["ahead"] == 1  # type: ignore[index]
     assert queue.where("default", "gone") is None

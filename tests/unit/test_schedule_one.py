@@ -379,14 +379,16 @@ async def test_the_room_a_deletion_frees_is_shared_out_not_offered_to_every_pod(
     assert all("total ElasticQuota used is more than Min" in r for r in refusals), refusals
     assert loop.queue.counts()["unschedulable"] == 2
     plugin = loop.parts.profiles["berth-scheduler"].framework.instances["CapacityScheduling"]
-    assert not plugin.retry_now(loop.queue.is_unschedulable), "no room, nothing to retry"
+    assert not plugin.retry_now(loop.queue.is_unschedulable, loop.queue.backed_off), (
+        "no room, nothing to retry"
+    )
     assert plugin.period() == 1.0, "a refused pod waits a second at most for the check"
     loop.parts.events.on_pod("DELETED", pod("b-held2", "1", namespace="b", node_name="n2"))
     assert loop.queue.counts()["unschedulable"] == 1, "the room admits one pod"
     [left] = [p for p in ("a-p1", "a-p2") if loop.queue.is_unschedulable(f"uid-a-{p}")]
     tried = next(p for p in ("a-p1", "a-p2") if p != left)
     loop.parts.events.on_pod("DELETED", berth_pod(tried, "1", namespace="a"))
-    assert plugin.retry_now(loop.queue.is_unschedulable) == {f"uid-a-{left}"}
+    assert plugin.retry_now(loop.queue.is_unschedulable, loop.queue.backed_off) == {f"uid-a-{left}"}
     loop.queue.requeue(frozenset({f"uid-a-{left}"}), "CapacitySchedulingPeriodicCheck")
     await loop.attempt()
     assert ("bind", (left, "n2")) in loop.writer.calls
@@ -439,13 +441,17 @@ async def test_a_pod_within_its_min_is_retried_once_another_quota_borrows() -> N
     [refusal] = loop.writer.events("FailedScheduling")
     assert "No preemption victims found" in refusal, refusal
     plugin = loop.parts.profiles["berth-scheduler"].framework.instances["CapacityScheduling"]
-    assert not plugin.retry_now(loop.queue.is_unschedulable), "nobody borrows yet"
+    assert not plugin.retry_now(loop.queue.is_unschedulable, loop.queue.backed_off), (
+        "nobody borrows yet"
+    )
     bound = pod("b-nominated", "1", namespace="b", node_name="n3", scheduler="other")
     loop.parts.events.on_pod("MODIFIED", bound)
     assert loop.queue.is_unschedulable("uid-a-a-new"), "a binding is no event that frees"
     assert plugin.period() == 1.0
-    assert plugin.retry_now(loop.queue.is_unschedulable) == {"uid-a-a-new"}
-    assert not plugin.retry_now(loop.queue.is_unschedulable), "once per quota that lends"
+    assert plugin.retry_now(loop.queue.is_unschedulable, loop.queue.backed_off) == {"uid-a-a-new"}
+    assert not plugin.retry_now(loop.queue.is_unschedulable, loop.queue.backed_off), (
+        "once per quota that lends"
+    )
     loop.queue.requeue(frozenset({"uid-a-a-new"}), "CapacitySchedulingPeriodicCheck")
     await loop.attempt()
     evicted = [c[1] for c in loop.writer.calls if c[0] == "evict"]

@@ -55,6 +55,8 @@ def no_record_report(pod: Json, queued: Json | None = None) -> str:
 def _queued(place: Json) -> str:
     seconds = f"{float(place.get('waitingSeconds') or 0):.0f} s"
     tried = f"{place.get('attempts', 0)} attempt(s) so far"
+    if place.get("attempts") and place.get("sentBy"):
+        tried += f", sent back by {place['sentBy']}"
     area = place.get("queue")
     if area == "active":
         return (

@@ -113,7 +113,8 @@ def _decide(
             asked = demand(
                 each.gang, [m.requests for m in each.pending], [m.requests for m in each.bound]
             )
-            refusal = fwk.run_admit_group(speaker, asked)
+            pending = frozenset(m.uid for m in each.pending)
+            refusal = fwk.run_admit_group(speaker, asked, pending)
             if not refusal.ok:
                 wait = quota_wait(each.gang, refusal.message)
                 outcome.rejected_by |= {refusal.plugin}

@@ -259,6 +259,7 @@ class ScheduleOne:
                     attempted.victims if attempted.nominated_node else None
                 )
         message = fit_message(fit.diagnosis, result.message)
+        sent_by = self.queue.sent_by(pod.uid)  # before the queue takes it back
         acting = [r.acting for r in results if r.acting is not None]
         if acting:
             self._spawn(self._after_preemption(pod, acting, fit.diagnosis.plugins))
@@ -272,6 +273,7 @@ class ScheduleOne:
             name=pod.name,
             reason=message,
             nominated=result.nominated_node or None,
+            sent_by=sent_by,
         )
         if pod.reservation is not None:
             self._spawn(self.placement.unschedulable(pod, message))

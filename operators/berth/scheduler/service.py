@@ -294,7 +294,7 @@ class Scheduler:
     def _periodic_check(self, profile: str, plugin: PeriodicPlugin) -> None:
         """A plugin's periodic check: the pods it names go back to be tried."""
         try:
-            uids = plugin.retry_now(self.queue.is_unschedulable)
+            uids = plugin.retry_now(self.queue.is_unschedulable, self.queue.backed_off)
         except Exception:
             logger.exception("periodic check failed", namespace=None, profile=profile)
             return

@@ -6,6 +6,7 @@ QuotaB min 6 / max 8) on two nodes of 5 GPUs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,19 @@ def cluster(*objects: Json) -> Env:
 def capacity(env: Env) -> CapacityScheduling:
     plugin: CapacityScheduling = env.plugin("CapacityScheduling")
     return plugin
+
+
+Waiting = Callable[[str], bool]
+
+
+def everyone(_uid: str) -> bool:
+    """Every pod waits, its backoff over."""
+    return True
+
+
+def alike(waiting: Waiting) -> tuple[Waiting, Waiting]:
+    """The pods ``waiting`` names wait, each with its backoff over."""
+    return waiting, waiting
 
 
 def bind(env: Env, raw: Json) -> str:
@@ -557,12 +571,12 @@ def test_the_periodic_check_retries_pods_that_may_reclaim() -> None:
     plugin = capacity(env)
     assert plugin.period() == 10.0
     waiting = {"uid-team-b-b2"}
-    assert plugin.retry_now(lambda uid: uid in waiting) == frozenset(waiting)
+    assert plugin.retry_now(*alike(lambda uid: uid in waiting)) == frozenset(waiting)
     # Nothing to take (team-a's pods are non-preemptible): nobody is retried.
     blocked = capacity(borrowed_tree({f"{TREE}preemptible": "false"}))
-    assert blocked.retry_now(lambda _uid: True) == frozenset()
+    assert blocked.retry_now(everyone, everyone) == frozenset()
     # Flat quotas: the check has nothing to do.
-    assert capacity(cluster()).retry_now(lambda _uid: True) == frozenset()
+    assert capacity(cluster()).retry_now(everyone, everyone) == frozenset()
 
 
 def test_the_periodic_check_interval_is_an_argument() -> None:
@@ -824,10 +838,10 @@ def test_a_pod_passed_over_that_preempted_since_is_retried_once_its_quota_admits
     bind_in_place(env, env.view.pods["uid-a-w1"].raw, "n2")
     x["status"]["nominatedNodeName"] = "n1"
     env.events.on_pod("MODIFIED", x)
-    assert plugin.retry_now(lambda _uid: True) == frozenset()  # 10 used of 10
+    assert plugin.retry_now(everyone, everyone) == frozenset()  # 10 used of 10
     plugin.evicted(info(bh))
     env.events.on_pod("DELETED", bh)
-    assert plugin.retry_now(lambda _uid: True) == {"uid-a-w2", "uid-a-x"}
+    assert plugin.retry_now(everyone, everyone) == {"uid-a-w2", "uid-a-x"}
 
 
 def test_a_pod_passed_over_is_retried_once_the_winner_admitted_is_placed_nowhere() -> None:
@@ -838,15 +852,36 @@ def test_a_pod_passed_over_is_retried_once_the_winner_admitted_is_placed_nowhere
     holding room)."""
     env, _, _ = preempting_for_a()
     plugin = b4_deleted(env)
-    assert plugin.retry_now(lambda uid: uid != "uid-a-w1") == frozenset()  # w1 claims it
+    assert plugin.retry_now(*alike(lambda uid: uid != "uid-a-w1")) == frozenset()  # w1 claims it
     w1 = env.view.pods["uid-a-w1"]
     assert plugin.pre_filter(CycleState(), w1, env.view.nodes).ok
-    assert plugin.retry_now(lambda uid: uid != "uid-a-w1") == {"uid-a-w2"}
+    assert plugin.retry_now(*alike(lambda uid: uid != "uid-a-w1")) == {"uid-a-w2"}
     # w2 too is placed nowhere: x next, and then nobody is left to try.
     assert plugin.pre_filter(CycleState(), env.view.pods["uid-a-w2"], env.view.nodes).ok
-    assert plugin.retry_now(lambda uid: uid == "uid-a-x") == {"uid-a-x"}
+    assert plugin.retry_now(*alike(lambda uid: uid == "uid-a-x")) == {"uid-a-x"}
     assert plugin.pre_filter(CycleState(), env.view.pods["uid-a-x"], env.view.nodes).ok
-    assert plugin.retry_now(lambda _uid: True) == frozenset()
+    assert plugin.retry_now(everyone, everyone) == frozenset()
+
+
+def test_a_pod_the_room_admits_is_sent_back_only_once_its_backoff_is_over() -> None:
+    """b4's deletion frees one GPU: the room goes to w1, which is then placed nowhere. w2
+    is next and its quota admits it, but its backoff still runs: it is not sent back yet.
+    Sent back then, it waited out its backoff (up to ten seconds) and found the room taken
+    by pods created meanwhile: in the long crash run half of all refusals were such
+    retries. w2 keeps its claim meanwhile (x, behind it, is not tried), and once its
+    backoff is over it is sent back."""
+    env, _, _ = preempting_for_a()
+    plugin = b4_deleted(env)
+    assert plugin.pre_filter(CycleState(), env.view.pods["uid-a-w1"], env.view.nodes).ok
+
+    def waiting(uid: str) -> bool:
+        return uid != "uid-a-w1"
+
+    def backed_off(uid: str) -> bool:
+        return waiting(uid) and uid != "uid-a-w2"
+
+    assert plugin.retry_now(waiting, backed_off) == frozenset()
+    assert plugin.retry_now(waiting, waiting) == {"uid-a-w2"}
 
 
 def nominated_ahead_of_w(w_gpus: int) -> tuple[Env, Json, CapacityScheduling]:
@@ -862,8 +897,8 @@ def nominated_ahead_of_w(w_gpus: int) -> tuple[Env, Json, CapacityScheduling]:
     env = cluster(*b_pods, a_pod, z, w)
     plugin = capacity(env)
     assert env.diagnose(w)[2].prefilter is not None
-    assert plugin.retry_now(lambda _uid: True) == frozenset()
-    assert plugin.retry_now(lambda _uid: True) == frozenset(), "nothing changed since"
+    assert plugin.retry_now(everyone, everyone) == frozenset()
+    assert plugin.retry_now(everyone, everyone) == frozenset(), "nothing changed since"
     return env, z, plugin
 
 
@@ -873,8 +908,8 @@ def test_a_refused_pod_its_quota_admits_once_a_nomination_goes_is_retried() -> N
     now, and the periodic check tries it (the churn left such a pod Pending at rest)."""
     env, z, plugin = nominated_ahead_of_w(2)
     del env.view.nominated[z["metadata"]["uid"]]
-    assert plugin.retry_now(lambda _uid: True) == {"uid-a-w"}
-    assert plugin.retry_now(lambda uid: uid != "uid-a-w") == frozenset(), "not waiting"
+    assert plugin.retry_now(everyone, everyone) == {"uid-a-w"}
+    assert plugin.retry_now(*alike(lambda uid: uid != "uid-a-w")) == frozenset(), "not waiting"
 
 
 def test_a_refused_pod_that_reclaim_now_admits_is_retried_once() -> None:
@@ -885,10 +920,10 @@ def test_a_refused_pod_that_reclaim_now_admits_is_retried_once() -> None:
     reclaim still admits it (its dry run failed) it is not tried again."""
     env, z, plugin = nominated_ahead_of_w(3)
     del env.view.nominated[z["metadata"]["uid"]]
-    assert plugin.retry_now(lambda _uid: True) == {"uid-a-w"}
+    assert plugin.retry_now(everyone, everyone) == {"uid-a-w"}
     assert env.diagnose(env.view.pods["uid-a-w"].raw)[2].prefilter is not None
     env.add(gpu_pod("b7", "b", node_name="n2"))  # b borrows more: reclaim admits w still
-    assert plugin.retry_now(lambda _uid: True) == frozenset()
+    assert plugin.retry_now(everyone, everyone) == frozenset()
 
 
 def test_a_refused_pod_over_its_min_is_left_to_events_when_evictions_start_to_admit_it() -> None:
@@ -904,11 +939,11 @@ def test_a_refused_pod_over_its_min_is_left_to_events_when_evictions_start_to_ad
     env = cluster(*b_pods, *a_pods, w)
     plugin = capacity(env)
     assert env.diagnose(w)[2].prefilter is not None
-    assert plugin.retry_now(lambda _uid: True) == frozenset()
+    assert plugin.retry_now(everyone, everyone) == frozenset()
     env.events.on_pod("DELETED", b_pods[5])
     env.add(gpu_pod("low", "a", node_name="n2"))
     assert plugin._admissible(env.view.pods["uid-a-w"]), "evicting low would admit w"
-    assert plugin.retry_now(lambda _uid: True) == frozenset()
+    assert plugin.retry_now(everyone, everyone) == frozenset()
 
 
 def bind_in_place(env: Env, raw: Json, node_name: str) -> None:

@@ -233,8 +233,11 @@ class PeriodicPlugin(Protocol):
 
     def period(self) -> float: ...
 
-    def retry_now(self, waiting: Callable[[str], bool]) -> frozenset[str]:
-        """Uids of pods to try again; ``waiting`` says whether a uid is unschedulable."""
+    def retry_now(
+        self, waiting: Callable[[str], bool], backed_off: Callable[[str], bool]
+    ) -> frozenset[str]:
+        """Uids of pods to try again; ``waiting`` says whether a uid is unschedulable,
+        ``backed_off`` whether it is and its backoff is over."""
         ...
 
 
@@ -370,7 +373,9 @@ class GroupQuotaPlugin(Protocol):
     """A plugin that checks a gang's whole demand against a quota before any member is
     placed (Berth's): a refusal names the quota and the shortfall."""
 
-    def admit_group(self, pod: PodInfo, request: Resources) -> Status: ...
+    def admit_group(self, pod: PodInfo, request: Resources, members: frozenset[str]) -> Status:
+        """``request``: the pending members' (``members``, uids) together."""
+        ...
 
 
 @runtime_checkable

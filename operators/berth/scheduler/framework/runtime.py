@@ -320,11 +320,11 @@ class Framework:
                 return status
         return SUCCESS
 
-    def run_admit_group(self, pod: PodInfo, request: Resources) -> Status:
+    def run_admit_group(self, pod: PodInfo, request: Resources, members: frozenset[str]) -> Status:
         """A gang's whole demand against every quota plugin, until one refuses."""
         for plugin in self.instances.values():
             if isinstance(plugin, GroupQuotaPlugin):
-                status = plugin.admit_group(pod, request)
+                status = plugin.admit_group(pod, request, members)
                 if not status.ok:
                     return status
         return SUCCESS

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -695,12 +695,13 @@ class CapacityScheduling(Plugin):
             self._tree_cache = (key, state)
         return state
 
-    def tree_nominated(self, pod: PodInfo) -> dict[str, Resources]:
+    def tree_nominated(self, pod: PodInfo, members: Collection[str] = ()) -> dict[str, Resources]:
         """Requests of other tree pods nominated after a preemption, by quota and ancestor:
-        the capacity freed for them is theirs, not a sibling's."""
+        the capacity freed for them is theirs, not a sibling's. ``members``: the pod's
+        gang's, whose requests are the gang's demand already."""
         nominated: dict[str, Resources] = {}
         for uid, other in self._nominated():
-            if uid == pod.uid:
+            if uid == pod.uid or uid in members:
                 continue
             try:
                 quota = self.tree_quota_of(other)
@@ -757,15 +758,17 @@ class CapacityScheduling(Plugin):
             return ROOM_RETRY_SECONDS
         return self.check_interval
 
-    def retry_now(self, waiting: Callable[[str], bool]) -> frozenset[str]:
+    def retry_now(
+        self, waiting: Callable[[str], bool], backed_off: Callable[[str], bool]
+    ) -> frozenset[str]:
         """Unschedulable pods of tree quotas within their runtime that could reclaim from a
         quota over its runtime now (a victim's min-runtime ran out, runtime moved without an
         event that requeues them). They reclaim at their next attempt, through PostFilter
         and its reservation; this check itself evicts nothing. Under flat quotas, beside a
         tree or not: the refused pods their quota now admits or may (each call; the tree's
-        walk at most every ``check_interval``)."""
+        walk at most every ``check_interval``), of those whose backoff is over."""
         self._refresh_quotas()
-        flat = self._refused_retries(waiting)
+        flat = self._refused_retries(backed_off)
         now = time.monotonic()
         if not self.tree.quotas or now - self._tree_checked < self.check_interval:
             return flat
@@ -783,18 +786,20 @@ class CapacityScheduling(Plugin):
             self._report_retry(item)
         return flat | frozenset(item.pod.key for item in found_starving)
 
-    def _refused_retries(self, waiting: Callable[[str], bool]) -> frozenset[str]:
-        """The waiting pods their flat quota refused, looked at again once the accounting
-        changed since they were refused (or last looked at): those its quota admits now,
-        claimed in queue order (a nominated pod: by its own verdict, its nomination holds
-        its share), and those within their min that one node's victims would admit now but
-        did not then (a quota started to borrow, a nomination went). A refused pod waits
-        for an event, and the events that help are not all ones that requeue it: a
-        deletion's room a winner left unused, a nomination dropped, a pod bound putting
-        another quota over its min. The churn left such pods Pending though their quota
-        admitted them, or waiting past 45 s within their min while a borrower could be
-        reclaimed from. Pods one node's victims admitted and still do are not tried again:
-        their dry run just failed."""
+    def _refused_retries(self, backed_off: Callable[[str], bool]) -> frozenset[str]:
+        """The waiting pods their flat quota refused, looked at again once their backoff is
+        over and the accounting changed since they were refused (or last looked at): those
+        its quota admits now, claimed in queue order (a nominated pod: by its own verdict,
+        its nomination holds its share), and those within their min that one node's
+        victims would admit now but did not then (a quota started to borrow, a nomination
+        went). A refused pod waits for an event, and the events that help are not all ones
+        that requeue it: a deletion's room a winner left unused, a nomination dropped, a pod
+        bound putting another quota over its min. The churn left such pods Pending though
+        their quota admitted them, or waiting past 45 s within their min while a borrower
+        could be reclaimed from. Pods one node's victims admitted and still do are not tried again:
+        their dry run just failed. A pod sent back with its backoff still running was tried
+        up to ten seconds later, and pods created meanwhile had taken the room: in the long
+        crash run half of all refusals were such retries."""
         if len(self._looked) > len(self._refused):
             self._looked = {u: v for u, v in self._looked.items() if u in self._refused}
         if not self._refused:
@@ -804,7 +809,9 @@ class CapacityScheduling(Plugin):
         stale = [
             uid
             for uid in self._refused
-            if waiting(uid) and (looked := self._looked.get(uid)) is not None and looked[0] != now
+            if backed_off(uid)
+            and (looked := self._looked.get(uid)) is not None
+            and looked[0] != now
         ]
         if not stale:
             return frozenset()
@@ -926,8 +933,9 @@ class CapacityScheduling(Plugin):
             if node in index
         ]
 
-    def demand(self, pod: PodInfo) -> QuotaDemand | None:
-        """The pod's quota and what counts against it, None when its namespace has none."""
+    def demand(self, pod: PodInfo, members: Collection[str] = ()) -> QuotaDemand | None:
+        """The pod's quota and what counts against it, None when its namespace has none;
+        ``members`` as for :meth:`tree_nominated`."""
         self._refresh_quotas()
         quota = self.ledger.quota_of(pod.namespace)
         if quota is None:
@@ -935,7 +943,7 @@ class CapacityScheduling(Plugin):
         in_quota: Resources = {}
         total: Resources = {}
         for uid, other in self._nominated():
-            if uid == pod.uid or self.ledger.quota_of(other.namespace) is None:
+            if uid == pod.uid or uid in members or self.ledger.quota_of(other.namespace) is None:
                 continue
             request = quota_request(other.requests)
             if other.namespace == pod.namespace:
@@ -950,10 +958,13 @@ class CapacityScheduling(Plugin):
         """The flat quota's verdict on the demand as the quotas stand now."""
         return self.ledger.check(demand.quota, demand.request, *demand.nominated)
 
-    def admit_group(self, pod: PodInfo, request: Resources) -> Status:
+    def admit_group(self, pod: PodInfo, request: Resources, members: frozenset[str]) -> Status:
         """A gang's whole demand against the pod's quota, once, before any member is placed:
         its tree quota and every ancestor (the members, all seen, are already in their
-        quota's request), the default or system quota's max, or its flat quota."""
+        quota's request), the default or system quota's max, or its flat quota. The
+        members' own nominations are in the demand, not held against it: counted twice,
+        a gang that had preempted waited for quota it held itself, its nominations keeping
+        the room its victims left from every other pod, for good."""
         if pod.reservation is not None:
             return SUCCESS
         self._refresh_quotas()
@@ -964,7 +975,7 @@ class CapacityScheduling(Plugin):
             return SUCCESS  # each member is refused by name at its PreFilter
         asked = quota_request(request)
         if quota is not None:
-            nominated = self.tree_nominated(pod)
+            nominated = self.tree_nominated(pod, members)
             found = check_tree(self.tree, self.tree_state(), quota, asked, preemptible, nominated)
             return SUCCESS if found is None else unschedulable(self.name, found.message())
         outside = self.outside_quota_of(pod)
@@ -973,7 +984,7 @@ class CapacityScheduling(Plugin):
                 return SUCCESS
             over = check_outside(self.tree, self.tree_state(), outside, asked)
             return SUCCESS if over is None else unschedulable(self.name, over.message())
-        demand = self.demand(pod)
+        demand = self.demand(pod, members)
         if demand is None or parse_pod(pod.labels).name is not None:
             return SUCCESS
         rejection = self.verdict(replace(demand, request=asked))

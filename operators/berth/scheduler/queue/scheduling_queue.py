@@ -62,6 +62,9 @@ class _Entry:
     # In backoff because an event sent it back (not an error's retry, not a gang's wait):
     # it may be tried before its backoff ends when no pod is active.
     early: bool = False
+    # What sent it to be tried last (the queue's incoming event): a refusal's log line
+    # names it, so what keeps a pod coming back shows without a profiler.
+    sent_by: str = POD_ADD
 
 
 class SchedulingQueue:
@@ -262,6 +265,16 @@ class SchedulingQueue:
     def is_unschedulable(self, uid: str) -> bool:
         return uid in self._unschedulable
 
+    def sent_by(self, uid: str) -> str | None:
+        """The event that last sent the pod to be tried; None when the queue does not hold
+        it."""
+        entry = self._entries.get(uid)
+        return entry.sent_by if entry is not None else None
+
+    def backed_off(self, uid: str) -> bool:
+        """Unschedulable with its backoff over: sent back now, it is tried at once."""
+        return uid in self._unschedulable and self._entries[uid].ready_at <= self.clock()
+
     def requeue(self, uids: frozenset[str], event: str) -> int:
         """These unschedulable pods go back to be tried (a periodic check, ``event``, found
         them worth another attempt); returns how many did."""
@@ -288,6 +301,8 @@ class SchedulingQueue:
             self.incoming(event, queue)
 
     def _push_active(self, entry: _Entry, event: str) -> None:
+        if event and event != BACKOFF_COMPLETE:
+            entry.sent_by = event
         self._count(event, "active")
         pod = entry.pod
         self._active_set.add(pod.uid)
@@ -297,6 +312,7 @@ class SchedulingQueue:
         self._wake.set()
 
     def _to_backoff_or_active(self, entry: _Entry, event: str) -> None:
+        entry.sent_by = event
         if entry.ready_at > self.clock():
             entry.early = event != ATTEMPT_FAILURE and entry.attempts <= EARLY_POP_ATTEMPTS
             self._count(event, "backoff")
@@ -355,6 +371,7 @@ class SchedulingQueue:
             "queue": area,
             "attempts": entry.attempts,
             "waitingSeconds": round(self.clock() - entry.queued_at, 3),
+            "sentBy": entry.sent_by,
         }
         if area == "active":
             mine = _order(entry)

@@ -95,6 +95,7 @@ from tests.reliability.objects import (
     _plus,
     amounts,
     bound_at,
+    clock,
     demand,
     duration_seconds,
     epoch,
@@ -590,7 +591,7 @@ class Checker:
     # row finds it so. A pod placed into an allocateOnce reservation frees what it does
     # not use at once (its Reserve), before its owner record lands in the API: for that
     # moment the reservation looks whole beside the pod given the rest.
-    _over_before: set[tuple[str, str]] = field(default_factory=set)
+    _over_before: dict[tuple[str, str], float] = field(default_factory=dict)  # -> first look
     _placed: dict[str, Placed] = field(default_factory=dict)  # every binding seen, by uid
     _node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # kept once gone
     # First and last look that saw each node: pods on a deleted node count for no scheduler.
@@ -740,18 +741,19 @@ class Checker:
             _add(used[status["nodeName"]], left)
             holders[status["nodeName"]].append(f"reservation {name} {left.get('cpu', 0)}")
         found = []
-        over: set[tuple[str, str]] = set()
+        over: dict[tuple[str, str], float] = {}
         for node, resources in used.items():
             if node not in snap.nodes:
                 continue  # deleted meanwhile
             allocatable = amounts(snap.nodes[node]["status"].get("allocatable"))
             for k in _over(resources, allocatable):
-                over.add((node, k))
-                if (node, k) not in self._over_before:
+                since = over[(node, k)] = self._over_before.get((node, k), snap.taken_at)
+                if since == snap.taken_at:
                     continue
                 found.append(
                     f"node {node}: {resources[k]} {k} used > {allocatable[k]} allocatable "
-                    f"({', '.join(sorted(holders[node]))})"
+                    f"({', '.join(sorted(holders[node]))}), at the looks of {clock(since)} "
+                    f"and {clock(snap.taken_at)}"
                 )
         self._over_before = over
         return found

@@ -30,10 +30,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from tests.reliability.objects import duration_seconds
+from tests.reliability.objects import clock, duration_seconds
 
 Json = Mapping[str, Any]
 PLACED = {"Available", "Succeeded"}
@@ -295,10 +295,10 @@ class MigrationHistory:
                 continue
             if available_from is None or available_from >= evicted_by:
                 self.judged.add(name)
-                when = "never" if available_from is None else _clock(available_from)
+                when = "never" if available_from is None else clock(available_from)
                 out.append(
                     f"migration {name}: pod {pod.namespace}/{pod.name} evicted by "
-                    f"{_clock(evicted_by)} before its reservation "
+                    f"{clock(evicted_by)} before its reservation "
                     f"{ref.get('name') or '(none)'} was Available (from {when})"
                 )
         return out
@@ -370,10 +370,6 @@ def unfinished(jobs: Iterable[Json]) -> list[str]:
         for j in jobs
         if (j.get("status") or {}).get("phase") not in TERMINAL_JOB
     ]
-
-
-def _clock(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S")
 
 
 def evicted_by_at_latest(pod: _PodTrace | None, evict_complete_at: float | None) -> float | None:

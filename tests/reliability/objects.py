@@ -4,7 +4,7 @@ client library's quantity parser, no Berth code), a pod's requests, and where it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -56,6 +56,11 @@ def requests_of(spec: Mapping[str, Any]) -> Amounts:
 def demand(spec: Mapping[str, Any]) -> Amounts:
     """What a pod takes of a node: its requests and one pod slot."""
     return {**requests_of(spec), "pods": Decimal(1)}
+
+
+def clock(seconds: float) -> str:
+    """A moment of the run as a time of day, to the millisecond: it matches Berth's log."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 def epoch(text: str | None) -> float | None:

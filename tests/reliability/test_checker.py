@@ -23,6 +23,7 @@ from tests.reliability.gang_invariants import (
 )
 from tests.reliability.load_invariants import EXPIRATION_SECONDS, LAG, LoadJudge, loaded
 from tests.reliability.numa_invariants import NumaJudge
+from tests.reliability.objects import clock
 from tests.reliability.quota_invariants import PREEMPTOR
 
 SCHEDULER = "rl"
@@ -640,6 +641,7 @@ def test_an_allocate_once_reservation_whose_owner_left_holds_nothing() -> None:
     assert fresh.check(unspent) == []
     (found,) = fresh.check(Snapshot(T0 + 4, {"n1": n1}, others, [], [once("s", "n1", "4")]))
     assert found.startswith("node n1: 11 cpu used > 8 allocatable")
+    assert found.endswith(f"at the looks of {clock(T0 + 3)} and {clock(T0 + 4)}"), found
 
 
 def test_a_pod_allocated_from_a_reservation_made_again_under_an_ended_ones_name() -> None:

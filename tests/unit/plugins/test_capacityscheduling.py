@@ -926,6 +926,22 @@ def test_a_refused_pod_that_reclaim_now_admits_is_retried_once() -> None:
     assert plugin.retry_now(everyone, everyone) == frozenset()
 
 
+def test_of_pods_alike_that_reclaim_now_admits_one_is_retried_a_check() -> None:
+    """v is w's twin (quota a, priority, 3 GPUs), created later, and refused alike. z's
+    nomination is dropped and reclaim admits both, one node's victims one pod: w, first
+    in queue order, is tried, and v at the next check (both at once, each was refused
+    after its dry run: twenty pods of a quota crossing its min in the long crash run)."""
+    env, z, plugin = nominated_ahead_of_w(3)
+    v = pod("v", "100m", "128Mi", namespace="a", created=1, requests={GPU: "3"})
+    env.add(v)
+    assert env.diagnose(v)[2].prefilter is not None
+    assert plugin.retry_now(everyone, everyone) == frozenset()
+    del env.view.nominated[z["metadata"]["uid"]]
+    assert plugin.retry_now(everyone, everyone) == {"uid-a-w"}
+    assert plugin.retry_now(*alike(lambda uid: uid != "uid-a-w")) == {"uid-a-v"}
+    assert plugin.retry_now(*alike(lambda uid: uid != "uid-a-w")) == frozenset()
+
+
 def test_a_refused_pod_over_its_min_is_left_to_events_when_evictions_start_to_admit_it() -> None:
     """b uses its min of 6, a its 4 at priority 10; a's w (priority 10) is refused (over
     a's min, 11 > 10, nothing of lower priority to evict). One of b's pods goes and a pod

@@ -799,7 +799,10 @@ class CapacityScheduling(Plugin):
         could be reclaimed from. Pods one node's victims admitted and still do are not tried again:
         their dry run just failed. A pod sent back with its backoff still running was tried
         up to ten seconds later, and pods created meanwhile had taken the room: in the long
-        crash run half of all refusals were such retries."""
+        crash run half of all refusals were such retries. Of pods alike that a reclaim
+        newly admits, the first in queue order is tried, the next at the next check: when
+        a quota crossed its min, twenty of its pods were tried in a row, each refused after
+        its dry run."""
         if len(self._looked) > len(self._refused):
             self._looked = {u: v for u, v in self._looked.items() if u in self._refused}
         if not self._refused:
@@ -817,18 +820,27 @@ class CapacityScheduling(Plugin):
             return frozenset()
         winners = self._room(f"periodic {time.monotonic()}").winners
         retry = set()
-        for uid in stale:
-            pod = view.pods.get(uid)
-            if pod is None:
-                continue
+        # Of pods alike (quota, priority, request) that a reclaim newly admits, one a check:
+        # one node's victims admit one of them, and the others' dry runs fail with it.
+        hoping: set[tuple[Any, ...]] = set()
+        pods = sorted(
+            (pod for uid in stale if (pod := view.pods.get(uid)) is not None),
+            key=lambda p: (-p.priority, p.created),
+        )
+        for pod in pods:
+            uid = pod.uid
             if uid in winners or self._nomination_admitted(uid):
                 retry.add(uid)
                 continue
             hoped = self._looked[uid][1]
             hope = self._may_reclaim(pod, self.demand(pod))
-            self._looked[uid] = (now, hope)
             if hope and not hoped:
+                alike = (pod.namespace, pod.priority, tuple(sorted(pod.requests.items())))
+                if alike in hoping:
+                    continue  # looked at again by the next check
+                hoping.add(alike)
                 retry.add(uid)
+            self._looked[uid] = (now, hope)
         return frozenset(retry)
 
     def _may_reclaim(self, pod: PodInfo, demand: QuotaDemand | None) -> bool:

@@ -796,13 +796,13 @@ class CapacityScheduling(Plugin):
         that requeue it: a deletion's room a winner left unused, a nomination dropped, a pod
         bound putting another quota over its min. The churn left such pods Pending though
         their quota admitted them, or waiting past 45 s within their min while a borrower
-        could be reclaimed from. Pods one node's victims admitted and still do are not tried again:
-        their dry run just failed. A pod sent back with its backoff still running was tried
-        up to ten seconds later, and pods created meanwhile had taken the room: in the long
-        crash run half of all refusals were such retries. Of pods alike that a reclaim
-        newly admits, the first in queue order is tried, the next at the next check: when
-        a quota crossed its min, twenty of its pods were tried in a row, each refused after
-        its dry run."""
+        could be reclaimed from. Pods one node's victims admitted and still do are not
+        tried again: their dry run just failed. A pod sent back with its backoff still
+        running was tried up to ten seconds later, and pods created meanwhile had taken the
+        room: in the long crash run half of all refusals were such retries. Of pods alike
+        that a reclaim newly admits, the first in queue order is tried, the next at the
+        next check: when a quota crossed its min, twenty of its pods were tried in a row,
+        each refused after its dry run."""
         if len(self._looked) > len(self._refused):
             self._looked = {u: v for u, v in self._looked.items() if u in self._refused}
         if not self._refused:

@@ -312,8 +312,8 @@ class SchedulingQueue:
         self._wake.set()
 
     def _to_backoff_or_active(self, entry: _Entry, event: str) -> None:
-        entry.sent_by = event
         if entry.ready_at > self.clock():
+            entry.sent_by = event
             entry.early = event != ATTEMPT_FAILURE and entry.attempts <= EARLY_POP_ATTEMPTS
             self._count(event, "backoff")
             self._backoff_set.add(entry.pod.uid)

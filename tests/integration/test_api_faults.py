@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import math
 import signal
@@ -44,6 +45,7 @@ RESERVATION = ("scheduling.koordinator.sh", "v1alpha1")
 MERGE = "application/merge-patch+json"
 CONFLICT = 409
 TTL = 45
+ROUND = 15  # seconds an owner round may take, up to the expiry
 LANES = 4  # writers at once during a burst
 DELETED_ACROSS = 30  # namespaces being deleted when the API server restarts
 SPREAD = 8.0  # seconds their deletions are spread over before it
@@ -243,9 +245,10 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
     """Another writer changes the reservation ten times a second throughout its life, so
     the operator's status writes (guarded by the resourceVersion they were decided from)
     meet 409 Conflict; each transition still lands: Available, its owner, Failed on expiry.
-    Around the operator's two transitions it writes back to back from several lanes, so the
+    Around the operator's transitions it writes back to back from several lanes, so the
     stored version moves faster than a watch can deliver it, from before each is due until
-    the operator logged a conflict or the transition is seen, however slow the machine is."""
+    the operator logged a conflict or the transition is seen, however slow the machine is.
+    Owners come and go, each a transition, until a conflict was met or the expiry nears."""
     group = "cf-" + hashlib.sha1(namespace.encode()).hexdigest()[:10]
     nodes = Nodes(api, group)
     custom = CustomObjectsApi(api)
@@ -318,16 +321,28 @@ async def test_conflicting_writers_delay_reservation_status_but_lose_none(
         expires = now + TTL - (time.time() - datetime.fromisoformat(stamp).timestamp())
         allocation, expiry = Burst(now), Burst(expires - 2)
         bursts += [allocation, expiry]  # each ends at a conflict or when its transition is seen
-        await pods.create(pod_body("owner", group, cpu="500m", labels={"app": name},
-                                   nodeSelector={"berth.test/group": group}))  # fmt: skip
-        await pods.wait_bound("owner", within=60)
-        owned = [{"namespace": namespace, "name": "owner"}]
 
-        def owners(s: dict[str, Any]) -> bool:
-            return [{k: o.get(k) for k in ("namespace", "name")} for o in
-                    s.get("currentOwners") or []] == owned  # fmt: skip
+        def owners_are(*pods: str) -> Callable[[], Awaitable[bool]]:
+            owned = [{"namespace": namespace, "name": pod} for pod in pods]
 
-        await eventually(lambda: status_is(owners), within=60)
+            def check(s: dict[str, Any]) -> bool:
+                return [{k: o.get(k) for k in ("namespace", "name")} for o in
+                        s.get("currentOwners") or []] == owned  # fmt: skip
+
+            return lambda: status_is(check)
+
+        # An owner comes, and goes while time allows another round, until the operator
+        # met a conflict: a write that happened to land between two bumps injects nothing.
+        for round_ in itertools.count(1):
+            owner = f"owner-{round_}"
+            await pods.create(pod_body(owner, group, cpu="500m", labels={"app": name},
+                                       nodeSelector={"berth.test/group": group}))  # fmt: skip
+            await pods.wait_bound(owner, within=60)
+            await eventually(owners_are(owner), within=60)
+            if conflicts(berth.log.read_text()) or expires - loop.time() < ROUND:
+                break
+            await pods.delete(owner)
+            await eventually(owners_are(), within=60)
         allocation.end = min(allocation.end, loop.time())
         await eventually(lambda: status_is(lambda s: s.get("phase") == "Failed"), within=90)
         expiry.end = min(expiry.end, loop.time())

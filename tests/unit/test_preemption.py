@@ -521,3 +521,69 @@ async def test_unresolvable_nominated_node_allows_preempting_again() -> None:
     assert result.message == (
         "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )
+
+
+# -- dry runs that name their victims ----------------------------------------------------------
+
+
+def _victims_both_ways(env: Env, preemptor: Json, node_name: str) -> tuple[object, object]:
+    """select_victims' answer with the victims named gone, then with them taken off the
+    table and put back; the first must leave the table as it was."""
+    plugin = preemption(env)
+    row = env.view.nodes.index[node_name]
+    state, pod_info, _ = env.diagnose(preemptor)
+    assert env.handle.runner.judges_without(state)
+    before = env.view.nodes.row_versions[row]
+    named = plugin.evaluator.select_victims(state, pod_info, row, plugin)
+    assert env.view.nodes.row_versions[row] == before  # nothing was taken off
+    state, pod_info, _ = env.diagnose(preemptor)
+    state.judges_without = False
+    taken_off = plugin.evaluator.select_victims(state, pod_info, row, plugin)
+    assert env.view.nodes.row_versions[row] != before  # the other way did take them off
+    return named, taken_off
+
+
+@pytest.mark.parametrize(
+    ("preemptor", "node_name"),
+    [
+        (pod("p", "4", priority=10), "n1"),  # reprieve: the oldest pods stay
+        (pod("p", "6", priority=10), "n1"),
+        (pod("p", "9", priority=10), "n1"),  # more than the node has: the filter's reason
+        (pod("p", "2", priority=10), "n2"),  # a nominated pod holds the room
+        (pod("p", "2", priority=2000), "n2"),
+        (pod("p", "1", priority=10), "n3"),  # the pods' limit, not cpu
+        (pod("p", "4", priority=10), "n4"),  # a PDB's pods reprieved first
+    ],
+    ids=["reprieve", "most", "too-big", "nominated", "above-nominated", "pods-limit", "pdb"],
+)
+def test_naming_victims_chooses_as_taking_them_off(preemptor: Json, node_name: str) -> None:
+    env = make_env(
+        node("n1", cpu="8"),
+        bound("a", "2", "n1", priority=0, at=0),
+        bound("b", "2", "n1", priority=1, at=10),
+        bound("c", "4", "n1", priority=0, at=20),
+        node("n2"),
+        bound("low", "2", "n2", priority=1),
+        bound("other", "2", "n2", priority=1000),
+        pod("waiting", "2", priority=100, nominated="n2"),
+        node("n3", pods="2"),
+        bound("x", "100m", "n3", priority=0, at=0),
+        bound("y", "100m", "n3", priority=0, at=5),
+        node("n4"),
+        bound("db", "2", "n4", priority=1, labels={"app": "db"}),
+        bound("web", "2", "n4", priority=5),
+        pdb("db", DB, allowed=0),
+    )
+    named, taken_off = _victims_both_ways(env, preemptor, node_name)
+    assert named == taken_off
+
+
+def test_a_pod_with_host_ports_or_spread_takes_victims_off() -> None:
+    """Filters that count pods their own way (ports, spreading) still see them gone."""
+    env = make_env(node("n1"), bound("low", "4", "n1", priority=0))
+    port = {"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}
+    state, _, _ = env.diagnose(pod("p", "2", priority=10, ports=[port]))
+    assert not env.handle.runner.judges_without(state)
+    assert victims_on(env, pod("p", "2", priority=10, ports=[port]), "n1") == ["low"]
+    state, _, _ = env.diagnose(pod("p", "2", priority=10))
+    assert env.handle.runner.judges_without(state)

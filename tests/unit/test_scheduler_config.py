@@ -193,6 +193,7 @@ def test_capacity_scheduling_example_loads_as_written(tmp_path: Path) -> None:
     assert names(plugins, "preFilter") == [
         "PlacementFields",
         "NodeAffinity",
+        "NodePorts",
         "VolumeRestrictions",
         "NodeVolumeLimits",
         "VolumeBinding",

@@ -46,13 +46,16 @@ def padded(table: Ints, width: int) -> Ints:
     return table
 
 
-def free_at(state: CycleState, nodes: NodeTable, row: int) -> Ints:
-    """``free_capacity``'s row ``row`` alone, computed for that row only."""
+def free_at(state: CycleState, nodes: NodeTable, row: int, returned: Ints | None = None) -> Ints:
+    """``free_capacity``'s row ``row`` alone, computed for that row only; with
+    ``returned`` (by column), as if pods requesting that much had left the row."""
     width = nodes.allocatable.shape[1]
     free: Ints = nodes.allocatable[row].copy()
     if state.ignore_requested:
         return free
     free -= nodes.requested[row]
+    if returned is not None:
+        free += returned
     if state.withheld is not None:
         free -= _row(state.withheld, row, width)
     if state.nominated is not None:

@@ -8,7 +8,7 @@ nodes at once: a filter returns which rows pass and, for the rows that fail, why
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -130,6 +130,9 @@ class CycleState:
     # Verdicts of the filters that read no pods, by plugin, with the node table's
     # generation they were judged at (for preemption's dry runs).
     node_verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
+    # Whether the dry runs may name their victims instead of taking them off the table
+    # (the framework's ``judges_without``, decided once the PreFilters have run).
+    judges_without: bool | None = None
 
     def limit_nodes(self, rows: Mask, plugin: str) -> None:
         self.node_subset = rows if self.node_subset is None else self.node_subset & rows
@@ -139,7 +142,11 @@ class CycleState:
 class Runner(Protocol):
     """What a plugin may ask of its profile's framework (preemption's dry runs)."""
 
-    def run_filter_at(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]: ...
+    def run_filter_at(
+        self, state: CycleState, pod: PodInfo, row: int, without: Sequence[PodInfo] = ()
+    ) -> tuple[str, ...]: ...
+
+    def judges_without(self, state: CycleState) -> bool: ...
 
     def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None: ...
 
@@ -260,9 +267,16 @@ class RowFilterPlugin(Protocol):
     ask about one node hundreds of times an attempt."""
 
     def filter_at(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        without: Sequence[PodInfo] = (),
     ) -> tuple[str, ...]:
-        """The reasons ``filter`` gives the row, in its order; () when it passes."""
+        """The reasons ``filter`` gives the row, in its order; () when it passes. With
+        ``without``, as if those pods (counted on the row) had left it: no pod is taken
+        off the table and put back."""
         ...
 
 

@@ -22,7 +22,7 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -248,7 +248,8 @@ class Evaluator:
         """Fewest pods to evict from the node so the pod fits, or why no eviction would do.
 
         Pods are taken off and put back through the framework, so the plugins that count
-        pods in PreFilter (spread, affinity) see the dry run too.
+        pods in PreFilter (spread, affinity) see the dry run too; or, when the filters
+        this attempt runs can judge a row with pods named gone, only named.
         """
         runner = self.handle.runner
         assumed = self.handle.view.assumed
@@ -262,33 +263,61 @@ class Evaluator:
         blocked = policy.blocking(pod, potential)
         if blocked:
             return blocked
+        removed = list(potential)
+        if runner.judges_without(state):
+            # The filters judge a row with pods named gone: no pod is taken off the table
+            # and put back. In a full cluster most nodes a preemptor tries (hundreds of
+            # them) cannot be freed at all.
+            return self._reprieve(
+                pod, row, policy, removed, lambda: runner.run_filter_at(state, pod, row, removed)
+            )
         for victim in potential:
             runner.run_remove_pod(state, pod, victim, row)
-        removed = list(potential)
         try:
-            reasons = runner.run_filter_at(state, pod, row)
-            if reasons:
-                return reasons
-            violating, others = self.split_by_pdb(policy.reprieve_order(pod, potential))
-            victims: list[PodInfo] = []
-            violations = 0
-            for group, counts in ((violating, True), (others, False)):
-                for candidate in group:
-                    runner.run_add_pod(state, pod, candidate, row)
-                    removed.remove(candidate)
-                    if not runner.run_filter_at(state, pod, row) and not policy.blocking(
-                        pod, removed
-                    ):
-                        continue  # reprieved
-                    runner.run_remove_pod(state, pod, candidate, row)
-                    removed.append(candidate)
-                    victims.append(candidate)
-                    violations += int(counts)
-            names = self.handle.view.nodes.names
-            return Candidate(names[row], row, tuple(more_important_first(victims)), violations)
+            return self._reprieve(
+                pod,
+                row,
+                policy,
+                removed,
+                lambda: runner.run_filter_at(state, pod, row),
+                lambda other: runner.run_add_pod(state, pod, other, row),
+                lambda other: runner.run_remove_pod(state, pod, other, row),
+            )
         finally:
             for victim in removed:
                 runner.run_add_pod(state, pod, victim, row)
+
+    def _reprieve(
+        self,
+        pod: PodInfo,
+        row: int,
+        policy: VictimPolicy,
+        removed: list[PodInfo],
+        judge: Callable[[], tuple[str, ...]],
+        give_back: Callable[[PodInfo], None] = lambda _: None,
+        take_again: Callable[[PodInfo], None] = lambda _: None,
+    ) -> Candidate | tuple[str, ...]:
+        """With every pod of ``removed`` gone, why the pod still does not fit, or the pods
+        given back one by one (PDB-violating first, most important first) while it fits:
+        the rest are the victims. ``removed`` is kept as what is gone throughout."""
+        reasons = judge()
+        if reasons:
+            return reasons
+        violating, others = self.split_by_pdb(policy.reprieve_order(pod, list(removed)))
+        victims: list[PodInfo] = []
+        violations = 0
+        for group, counts in ((violating, True), (others, False)):
+            for candidate in group:
+                give_back(candidate)
+                removed.remove(candidate)
+                if not judge() and not policy.blocking(pod, removed):
+                    continue  # reprieved
+                take_again(candidate)
+                removed.append(candidate)
+                victims.append(candidate)
+                violations += int(counts)
+        names = self.handle.view.nodes.names
+        return Candidate(names[row], row, tuple(more_important_first(victims)), violations)
 
     def split_by_pdb(self, pods: list[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
         """kube-scheduler's filterPodsWithPDBViolation, budget by budget."""

@@ -17,7 +17,7 @@ rolled back. The rules are kube-scheduler's:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -54,7 +54,7 @@ from berth.scheduler.framework.interface import (
     Status,
 )
 
-RowFilter = Callable[[CycleState, PodInfo, NodeTable, int], tuple[str, ...]]
+RowFilter = Callable[[CycleState, PodInfo, NodeTable, int, Sequence[PodInfo]], tuple[str, ...]]
 
 
 @dataclass
@@ -180,17 +180,20 @@ class Framework:
             rejected_by=rejected_by,
         )
 
-    def run_filter_at(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
+    def run_filter_at(
+        self, state: CycleState, pod: PodInfo, row: int, without: Sequence[PodInfo] = ()
+    ) -> tuple[str, ...]:
         """Why the pod does not fit on one row, from the first filter it fails; () if it fits.
 
-        Preemption's dry runs call this after taking pods off the row (``run_remove_pod``).
+        Preemption's dry runs call this after taking pods off the row (``run_remove_pod``),
+        or, when ``judges_without`` says it can, with those pods named in ``without``.
         """
         nodes = self.view.nodes
         for plugin, name, at_row, reads_no_pods in self._row_filters:
             if name in state.skip_filter:
                 continue
             if at_row is not None:
-                reasons = at_row(state, pod, nodes, row)
+                reasons = at_row(state, pod, nodes, row, without)
                 if reasons:
                     return reasons
                 continue
@@ -207,6 +210,20 @@ class Framework:
             if not verdict.passed[row]:
                 return tuple(r.message for r in verdict.reasons if r.rows[row])
         return ()
+
+    def judges_without(self, state: CycleState) -> bool:
+        """Whether ``run_filter_at`` judges a row with pods named gone as it would with them
+        taken off: every filter this attempt runs reads no pods or answers for a row without
+        them, and no PreFilter extension keeps counts of its own. A dry run then costs a
+        few sums per node, not every pod taken off the table and put back."""
+        verdict = state.judges_without
+        if verdict is None:
+            skipped = state.skip_filter
+            verdict = state.judges_without = all(
+                name in skipped or reads_no_pods or at_row is not None
+                for _, name, at_row, reads_no_pods in self._row_filters
+            ) and all(name in skipped for name, _ in self._extensions)
+        return verdict
 
     def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
         """Count ``other`` on the row again, for the node table and every PreFilter extension."""

@@ -7,7 +7,14 @@ import numpy as np
 from berth.scheduler.cache.nodetable import NodeTable
 from berth.scheduler.cache.podinfo import HostPort, PodInfo
 from berth.scheduler.framework.clusterevents import NODE, POD, ActionType, ClusterEventWithHint, on
-from berth.scheduler.framework.interface import CycleState, Plugin, Verdict
+from berth.scheduler.framework.interface import (
+    SUCCESS,
+    CycleState,
+    Plugin,
+    Status,
+    Verdict,
+    skip,
+)
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"
@@ -29,6 +36,11 @@ class NodePorts(Plugin):
             on(POD, ActionType.DELETE),
             on(NODE, ActionType.ADD),
         )
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        """Skip for a pod without host ports, as kube-scheduler's does: nothing to judge,
+        and a preemption's dry runs then need not ask about the ports on each node."""
+        return SUCCESS if pod.host_ports else skip(self.name)
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
         if not pod.host_ports:

@@ -8,14 +8,14 @@ resource a node has none of is left out, results are integers 0..100.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
 from berth.api.reservation import TERMINAL_PHASES, Reservation
-from berth.podresources import CPU, MEMORY, PODS, is_extended
+from berth.podresources import CPU, MEMORY, PODS, Resources, add, is_extended
 from berth.quota.tree import is_tree_quota
 from berth.reservation.matching import facts_of, is_owner
 from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, Mask, NodeTable
@@ -85,11 +85,17 @@ def _nothing(_: PodInfo) -> bool:
 
 
 def insufficient_at(
-    state: CycleState, pod: PodInfo, nodes: NodeTable, row: int, ignored: Callable[[str], bool]
+    state: CycleState,
+    pod: PodInfo,
+    nodes: NodeTable,
+    row: int,
+    ignored: Callable[[str], bool],
+    without: Sequence[PodInfo] = (),
 ) -> tuple[str, ...]:
-    """``insufficient``'s reasons for one row, in its order, without judging every node.
-    What the pod asks for is worked out once per attempt (and again if a resource column
-    appeared meanwhile): a preemption's dry runs ask hundreds of times."""
+    """``insufficient``'s reasons for one row, in its order, without judging every node;
+    with ``without``'s pods (counted on the row) as if they had left it. What the pod asks
+    for is worked out once per attempt (and again if a resource column appeared
+    meanwhile): a preemption's dry runs ask hundreds of times."""
     asked_for = state.data.get(ASKED_KEY)
     if asked_for is None or asked_for[0] != (pod.uid, len(nodes.columns)):
         need = nodes.vector({r: v for r, v in pod.requests.items() if not ignored(r)})
@@ -103,7 +109,16 @@ def insufficient_at(
         asked_for = (pod.uid, len(nodes.columns)), asked, need[asked], messages
         state.data[ASKED_KEY] = asked_for
     _, asked, wanted, messages = asked_for
-    short = free_at(state, nodes, row)[asked] < wanted
+    returned = None
+    if without:
+        counted = nodes.pods[row]
+        leaving = [counted[other.uid] for other in without if other.uid in counted]
+        given_back: Resources = {}
+        for other in leaving:
+            add(given_back, other.requests)
+        returned = nodes.vector(given_back)
+        returned[nodes.columns[PODS]] += len(leaving)
+    short = free_at(state, nodes, row, returned)[asked] < wanted
     if not short.any():
         return ()
     return tuple(m for m, lacks in zip(messages, short.tolist(), strict=True) if lacks)
@@ -335,9 +350,14 @@ class NodeResourcesFit(Plugin):
         return insufficient(state, pod, nodes, self.ignores)
 
     def filter_at(
-        self, state: CycleState, pod: PodInfo, nodes: NodeTable, row: int
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        row: int,
+        without: Sequence[PodInfo] = (),
     ) -> tuple[str, ...]:
-        return insufficient_at(state, pod, nodes, row, self.ignores)
+        return insufficient_at(state, pod, nodes, row, self.ignores, without)
 
     def ignores(self, resource: str) -> bool:
         """kube-scheduler's ``ignoredResources`` and ``ignoredResourceGroups`` (the part of

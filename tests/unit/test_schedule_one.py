@@ -1045,6 +1045,42 @@ async def test_a_preemptor_tried_again_before_the_watch_shows_its_victims_leavin
     assert message.endswith("not eligible due to a terminating pod on the nominated node.")
 
 
+async def test_a_status_update_written_before_the_nomination_keeps_its_hold() -> None:
+    """The preemptor's PodScheduled condition, written as its victims are deleted, comes
+    back through the watch before its nomination does, naming none: the room stays held
+    (kube-scheduler's nominator keeps it too). Dropped, a second preemptor took the same
+    freed room, and one of the two was left waiting there for nothing."""
+    first = berth_pod("first", "4", priority=100)
+    second = berth_pod("second", "4", priority=100)
+    loop = Loop(
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        pod("cheap", "4", node_name="n1", priority=0),
+        pod("dearer", "4", node_name="n2", priority=5),
+        first,
+        second,
+    )
+    loop.writer.hold_evictions = held = asyncio.Event()
+    await loop.schedule_one(await asyncio.wait_for(loop.queue.pop(), 1))
+    assert loop.parts.view.nominated["uid-default-first"][0] == "n1"
+    explained = copy.deepcopy(first)
+    explained["status"] = {
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    }
+    loop.parts.events.on_pod("MODIFIED", explained)
+    assert loop.parts.view.nominated["uid-default-first"][0] == "n1"
+    await loop.schedule_one(await asyncio.wait_for(loop.queue.pop(), 1))
+    assert loop.parts.view.nominated["uid-default-second"][0] == "n2"
+    held.set()
+    await asyncio.gather(*loop.schedule_one.tasks)
+    # Once its status named the node, removing it there drops the hold.
+    named = copy.deepcopy(explained)
+    named["status"]["nominatedNodeName"] = "n1"
+    loop.parts.events.on_pod("MODIFIED", named)
+    loop.parts.events.on_pod("MODIFIED", explained)
+    assert "uid-default-first" not in loop.parts.view.nominated
+
+
 async def test_a_preemption_whose_eviction_failed_drops_its_nomination_and_backs_off() -> None:
     """An eviction refused by the API server (not a budget's 429, not a victim gone): the
     preemptor holds no nomination (it would keep the node's room from others) and is tried

@@ -143,7 +143,9 @@ class ClusterView:
         elif not pod.node_name and pod.nominated_node and not pod.terminal:
             self.nominated[pod.uid] = (pod.nominated_node, pod)
         elif not pod.nominated_node:
-            self.nominated.pop(pod.uid, None)
+            held = self.nominated.pop(pod.uid, None)
+            if held is not None and _nomination_not_yet_written(previous, pod):
+                self.nominated[pod.uid] = (held[0], pod)
         return pod, event
 
     def _recount(self, pod: PodInfo) -> bool:
@@ -274,3 +276,17 @@ def _pod_update(before: PodInfo, after: PodInfo) -> ClusterEvent | None:
     if before.tolerations != after.tolerations:
         action |= ActionType.UPDATE_POD_TOLERATION
     return ClusterEvent(POD, action) if action else None
+
+
+def _nomination_not_yet_written(previous: PodInfo | None, pod: PodInfo) -> bool:
+    """Whether a nomination held in memory stays though the pod's new version names none:
+    it never named one (the hold was made a moment ago; an update written before it, such
+    as the PodScheduled condition, came back first), as kube-scheduler's nominator keeps
+    it. Dropped when the status's nomination is removed, or the pod is bound or done.
+    Dropping it there let a second preemptor take the same freed room."""
+    return (
+        previous is not None
+        and not previous.nominated_node
+        and not pod.node_name
+        and not pod.terminal
+    )

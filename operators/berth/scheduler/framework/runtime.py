@@ -279,19 +279,28 @@ class Framework:
             return
         nodes = view.nodes
         book = self.handle.reservations
-        rows = []
+        pods_col = nodes.columns["pods"]
+        # (row, column, amount) triples summed at once: a thousand preemptors nominated
+        # while their victims leave are held in every attempt of every pod.
+        at_rows: list[int] = []
+        at_cols: list[int] = []
+        amounts: list[int] = []
         for node, other in held:
             row = nodes.index.get(node)
-            if row is not None:
-                covered = book.holding_for(other, node)
-                rows.append((row, other, nodes.vector(_beyond(other, covered)), bool(covered)))
-        table = np.zeros_like(nodes.requested)  # after vector(): every column exists
-        pods_col = nodes.columns["pods"]
-        for row, other, vector, reserved in rows:
-            table[row] += vector
-            if not reserved:  # else the reservation's own pod slot stands for it
-                table[row, pods_col] += 1
+            if row is None:
+                continue
+            covered = book.holding_for(other, node)
+            for resource, amount in _beyond(other, covered).items():
+                at_rows.append(row)
+                at_cols.append(nodes.column(resource))
+                amounts.append(amount)
+            if not covered:  # else the reservation's own pod slot stands for it
+                at_rows.append(row)
+                at_cols.append(pods_col)
+                amounts.append(1)
             state.nominated_pods.setdefault(row, []).append(other)
+        table = np.zeros_like(nodes.requested)  # after column(): every column exists
+        np.add.at(table, (at_rows, at_cols), amounts)
         state.nominated = table
 
     # -- after filtering --------------------------------------------------------------

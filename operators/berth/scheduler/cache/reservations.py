@@ -380,6 +380,8 @@ class ReservationBook:
     def shield_of(self, victim: PodInfo) -> Reservation | None:
         """The existing reservation ``victim`` was placed through and is an owner of, which
         shields it from every preemptor but that reservation's owners; None if none."""
+        if not self.held and not self.view.custom.get(KIND):
+            return None  # no reservation exists to shield anyone
         # The watch's latest version: the node table may hold the pod as it was assumed,
         # before the binding and the annotation written with it came back.
         current = self.view.pods.get(victim.uid, victim)

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from berth.api.reservation import TERMINAL_PHASES, Reservation
-from berth.podresources import CPU, MEMORY, PODS, Resources, add, is_extended
+from berth.podresources import CPU, MEMORY, PODS, is_extended
 from berth.quota.tree import is_tree_quota
 from berth.reservation.matching import facts_of, is_owner
 from berth.scheduler.cache.nodetable import BASE_RESOURCES, Ints, Mask, NodeTable
@@ -102,26 +102,21 @@ def insufficient_at(
         need[nodes.columns[PODS]] = 1
         asked = np.flatnonzero(need > 0)
         by_column = {col: resource for resource, col in nodes.columns.items()}
-        messages = [
-            TOO_MANY_PODS if by_column[c] == PODS else f"Insufficient {by_column[c]}"
-            for c in asked.tolist()
-        ]
-        asked_for = (pod.uid, len(nodes.columns)), asked, need[asked], messages
+        names = [by_column[c] for c in asked.tolist()]
+        messages = [TOO_MANY_PODS if r == PODS else f"Insufficient {r}" for r in names]
+        cols = tuple(asked.tolist())
+        asked_for = (pod.uid, len(nodes.columns)), cols, need[asked].tolist(), messages, names
         state.data[ASKED_KEY] = asked_for
-    _, asked, wanted, messages = asked_for
+    _, cols, wanted, messages, names = asked_for
     returned = None
     if without:
         counted = nodes.pods[row]
         leaving = [counted[other.uid] for other in without if other.uid in counted]
-        given_back: Resources = {}
-        for other in leaving:
-            add(given_back, other.requests)
-        returned = nodes.vector(given_back)
-        returned[nodes.columns[PODS]] += len(leaving)
-    short = free_at(state, nodes, row, returned)[asked] < wanted
-    if not short.any():
-        return ()
-    return tuple(m for m, lacks in zip(messages, short.tolist(), strict=True) if lacks)
+        returned = [
+            len(leaving) if r == PODS else sum(o.requests.get(r, 0) for o in leaving) for r in names
+        ]
+    free = free_at(state, nodes, row, cols, returned)
+    return tuple(m for m, f, w in zip(messages, free, wanted, strict=True) if f < w)
 
 
 def _requested_and_allocatable(

@@ -209,11 +209,12 @@ class Fixture:
         server deletes a collection one pod after another, so a collection of tens of
         thousands outlasts its request timeout and is cut off part way. The deadline runs
         from the last time fewer pods were left, as so many take longer than
-        ``READY_TIMEOUT``.
+        ``READY_TIMEOUT``; it is judged after each listing, so that one round of deletions
+        longer than it (fifty thousand pods) is not taken for no progress.
         """
         deadline = time.monotonic() + READY_TIMEOUT
         fewest: int | None = None
-        while time.monotonic() < deadline:
+        while True:
             left = [
                 (namespace, name)
                 for namespace in namespaces
@@ -224,11 +225,12 @@ class Fixture:
             if fewest is None or len(left) < fewest:
                 fewest = len(left)
                 deadline = time.monotonic() + READY_TIMEOUT
+            elif time.monotonic() > deadline:
+                raise FixtureError(
+                    f"{fewest} pods still present {READY_TIMEOUT:.0f}s after fewer were last left"
+                )
             await for_each(left, self._delete_pod, CREATE_CONCURRENCY)
             await asyncio.sleep(0.5)
-        raise FixtureError(
-            f"{fewest} pods still present {READY_TIMEOUT:.0f}s after fewer were last left"
-        )
 
     async def _pods(self, namespace: str) -> list[tuple[str, str]]:
         """The namespace's pods' names and phases."""

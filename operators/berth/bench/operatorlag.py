@@ -8,7 +8,10 @@ timestamps are wall-clock seconds too):
 - an ElasticQuota's ``status.used``: from a bound pod's creation request to the watch
   event showing it counted;
 - the colocation ConfigMap: from the update request to the watch event showing each
-  node's NodeMetric with the new policy (every node one sample).
+  node's NodeMetric with the new policy (every node one sample);
+- the API server's floor for that change: once the operators have stopped, the harness
+  itself writes the same merge patch to every NodeMetric, as many at once as the operator
+  does, timed the same way. What the operator adds is the difference between the two.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import contextlib
 import functools
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +35,7 @@ from berth.bench.sides import Side
 from berth.bench.stats import percentile
 from berth.kube.watch import Informer
 from berth.kube.write import ELASTIC_QUOTA, NODE_METRIC, POD, RESERVATION, ApiWriter, Conflict, Kind
+from berth.operators.nodemetric import NODEMETRIC_CONCURRENCY
 from berth.podresources import to_units
 from berth.run import run_command
 from berth.slo.colocation import CONFIGMAP as COLOCATION_CONFIGMAP
@@ -44,6 +49,10 @@ SAMPLES = 30
 SPACING_SECONDS = 0.2
 TTL_SECONDS = 5
 DEADLINE_SECONDS = 180.0
+BEFORE_SECONDS = 60
+AFTER_SECONDS = 30
+FLOOR_SECONDS = 45
+"""The report interval the harness writes alone: neither value the ConfigMap set."""
 
 
 class LagError(RuntimeError):
@@ -90,10 +99,10 @@ def _colocation(report_seconds: int) -> dict[str, Any]:
     }
 
 
-async def _until(ready: Callable[[], bool], process: SideProcess, what: str) -> None:
+async def _until(ready: Callable[[], bool], process: SideProcess | None, what: str) -> None:
     deadline = time.monotonic() + DEADLINE_SECONDS
     while not ready():
-        if process.exited():
+        if process is not None and process.exited():
             raise LagError(f"the operators exited; see {process.log_path}")
         if time.monotonic() > deadline:
             raise LagError(f"timed out waiting for {what}")
@@ -150,6 +159,19 @@ def _report_interval(obj: dict[str, Any]) -> int | None:
     return int(value) if value is not None else None
 
 
+def _metric_seen(custom: CustomObjectsApi, report_seconds: int) -> FirstSeen:
+    """Every NodeMetric, and when each was first seen reporting every ``report_seconds``."""
+    return FirstSeen(
+        functools.partial(
+            custom.list_cluster_custom_object,
+            NODE_METRIC.group,
+            NODE_METRIC.version,
+            NODE_METRIC.plural,
+        ),
+        lambda obj: _report_interval(obj) == report_seconds,
+    )
+
+
 async def measure(
     api: ApiClient, fixture: Fixture, kubeconfig: str, nodes: int, say: Callable[[str], None]
 ) -> list[Lag]:
@@ -162,33 +184,31 @@ async def measure(
         NAMESPACE,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATORS_NAMESPACE}},
     )
-    await _create(writer, CONFIGMAP, _colocation(60))
+    await _create(writer, CONFIGMAP, _colocation(BEFORE_SECONDS))
     await writer.patch(
-        CONFIGMAP, COLOCATION_CONFIGMAP, _colocation(60), namespace=OPERATORS_NAMESPACE
+        CONFIGMAP, COLOCATION_CONFIGMAP, _colocation(BEFORE_SECONDS), namespace=OPERATORS_NAMESPACE
     )
     argv = run_command(kubeconfig, operators=True, scheduler=False)
     process = SideProcess(Side("operators", "operators", argv, (), None))
-    metrics = FirstSeen(
-        functools.partial(
-            custom.list_cluster_custom_object,
-            NODE_METRIC.group,
-            NODE_METRIC.version,
-            NODE_METRIC.plural,
-        ),
-        lambda obj: _report_interval(obj) == 30,
-    )
+    metrics = _metric_seen(custom, AFTER_SECONDS)
     await process.start()
     await metrics.start()
     try:
         say(f"operator lag: waiting for {nodes} NodeMetrics")
         await _until(
-            lambda: sum(_report_interval(o) == 60 for o in metrics.objects.values()) >= nodes,
+            lambda: (
+                sum(_report_interval(o) == BEFORE_SECONDS for o in metrics.objects.values())
+                >= nodes
+            ),
             process,
             "a NodeMetric per node",
         )
         changed = time.time()
         await writer.patch(
-            CONFIGMAP, COLOCATION_CONFIGMAP, _colocation(30), namespace=OPERATORS_NAMESPACE
+            CONFIGMAP,
+            COLOCATION_CONFIGMAP,
+            _colocation(AFTER_SECONDS),
+            namespace=OPERATORS_NAMESPACE,
         )
         await _until(lambda: len(metrics.seen) >= nodes, process, "every NodeMetric's new policy")
         configmap = Lag(
@@ -201,10 +221,37 @@ async def measure(
         say(f"  {quota.what}: p99 {quota.p99:.3f}s")
         ttl = await _ttl_lag(custom, writer, process, nodes)
         say(f"  {ttl.what}: p99 {ttl.p99:.3f}s")
-        return [configmap, quota, ttl]
     finally:
         await metrics.stop()
         await process.stop()
+    floor = await _floor_lag(custom, writer, nodes)
+    say(f"  {floor.what}: p99 {floor.p99:.3f}s")
+    return [configmap, floor, quota, ttl]
+
+
+async def _floor_lag(custom: CustomObjectsApi, writer: ApiWriter, nodes: int) -> Lag:
+    """The operators stopped, the harness writes the policy change to every NodeMetric
+    itself, ``NODEMETRIC_CONCURRENCY`` patches at a time: what the API server allows."""
+    metrics = _metric_seen(custom, FLOOR_SECONDS)
+    await metrics.start()
+    try:
+        names = deque(sorted(metrics.objects))
+        body = {"spec": {"metricCollectPolicy": {"reportIntervalSeconds": FLOOR_SECONDS}}}
+
+        async def patch_some() -> None:
+            while names:
+                await writer.patch(NODE_METRIC, names.popleft(), body)
+
+        started = time.time()
+        await asyncio.gather(*(patch_some() for _ in range(NODEMETRIC_CONCURRENCY)))
+        await _until(lambda: len(metrics.seen) >= nodes, None, "the harness' own patches")
+    finally:
+        await metrics.stop()
+    return Lag(
+        "the same, patched by the harness alone",
+        nodes,
+        tuple(t - started for t in metrics.seen.values()),
+    )
 
 
 async def _quota_lag(

@@ -198,6 +198,7 @@ def _bench(args: argparse.Namespace) -> int:
         qps=args.qps,
         burst=args.burst,
         rate=args.rate,
+        churn=args.churn,
         bound_per_node=args.bound_per_node,
         feature_objects=not args.without_objects,
     )
@@ -226,8 +227,16 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_refusal(args: argparse.Namespace) -> str | None:
     """Why the bench options cannot measure the workloads asked for, if they cannot: the
     gang workloads' PodGroups and the initial pods made for each trial are a backlog's."""
+    from berth.bench.sides import NOOP
     from berth.bench.workloads import WORKLOADS
 
+    if args.churn is not None:
+        if args.rate is not None or args.operator_lag or args.cycle_only:
+            return "--churn is a mode of its own: not with --rate, --operator-lag or --cycle-only"
+        if NOOP in args.sides:
+            return "--churn compares schedulers' attempts: the noop-binder makes none; name --sides"
+        if args.csv:
+            return "--churn prints its table only: --csv writes the backlog's trials"
     for name in args.workload or []:
         workload = WORKLOADS[name]
         if workload.init_each_trial and (args.rate is not None or args.cycle_only):
@@ -464,6 +473,14 @@ def parser() -> argparse.ArgumentParser:
         "--rate",
         type=float,
         help="latency mode: pods created at this rate per second once the side runs",
+    )
+    bench.add_argument(
+        "--churn",
+        type=float,
+        metavar="SECONDS",
+        help="requeues under churn: plain pods arriving faster than the nodes hold them "
+        "while nodes go and come back, for SECONDS per trial; each side's scheduling "
+        "attempts per pod bound",
     )
     bench.add_argument(
         "--operator-lag",

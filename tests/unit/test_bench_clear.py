@@ -24,12 +24,12 @@ class SlowCluster(Fixture):
         self.deleted_this_round = 0
         return [(name, "Running") for name in self.left] if namespace == "sched-0" else []
 
-    async def _delete_pod(self, pod: tuple[str, str]) -> None:
+    async def delete_pod(self, namespace: str, name: str) -> None:
         if self.deleted_this_round == 0:
             await asyncio.sleep(self.round_s)
         self.deleted_this_round += 1
-        if self.deleted_this_round <= self.per_round and pod[1] in self.left:
-            self.left.remove(pod[1])
+        if self.deleted_this_round <= self.per_round and name in self.left:
+            self.left.remove(name)
 
 
 NAMESPACES: Sequence[str] = ("sched-0", "sched-1")

@@ -105,3 +105,21 @@ def test_histogram_mean_is_sum_over_count_of_the_matching_series() -> None:
     count, mean = histogram_mean(GROUP_METRICS, GROUP, {"result": "error"})
     assert count == 0
     assert math.isnan(mean)
+
+
+def test_counter_total_sums_the_named_counter_over_its_series() -> None:
+    from berth.bench.stats import counter_total
+
+    text = "\n".join(
+        [
+            "# TYPE scheduler_schedule_attempts_total counter",
+            'scheduler_schedule_attempts_total{profile="a",result="scheduled"} 7',
+            'scheduler_schedule_attempts_total{profile="a",result="unschedulable"} 12',
+            'scheduler_schedule_attempts_total{profile="a",result="error"} 1',
+            'scheduler_schedule_attempts_totally{result="scheduled"} 100',
+            'scheduler_podgroup_schedule_attempts_total{result="scheduled"} 50',
+        ]
+    )
+    assert counter_total(text, "scheduler_schedule_attempts_total") == 20
+    assert counter_total(text, "scheduler_schedule_attempts_total", {"result": "error"}) == 1
+    assert counter_total("", "scheduler_schedule_attempts_total") == 0

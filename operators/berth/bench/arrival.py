@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client import ApiClient
 
-from berth.bench.backlog import TrialError, deadline_for
+from berth.bench.backlog import deadline_for, side_until
 from berth.bench.bindings import BindWatch
 from berth.bench.fixture import Fixture
 from berth.bench.process import SideProcess
@@ -107,13 +107,7 @@ async def run_latency(
 async def _wait(
     watch: BindWatch, process: SideProcess, ready: Callable[[], bool], seconds: float
 ) -> None:
-    deadline = time.perf_counter() + seconds
-    while not ready():
-        if process.exited():
-            raise TrialError(f"{process.side.label} exited; see {process.log_path}")
-        if time.perf_counter() > deadline:
-            raise TrialError(f"{process.side.label}: only {len(watch.bound)} pods bound in time")
-        await asyncio.sleep(0.1)
+    await side_until(process, ready, seconds, lambda: f"only {len(watch.bound)} pods bound in time")
 
 
 def _collections(result: Latency) -> str:

@@ -114,6 +114,20 @@ def deadline_for(pods: int, gangs: int = 0) -> float:
     return max(180.0, pods / 10, gangs / 2)
 
 
+async def side_until(
+    process: SideProcess, ready: Callable[[], bool], seconds: float, missing: Callable[[], str]
+) -> None:
+    """Until ``ready()``: a TrialError when the side exits first, or after ``seconds``
+    (``missing()`` says what did not happen)."""
+    deadline = time.perf_counter() + seconds
+    while not ready():
+        if process.exited():
+            raise TrialError(f"{process.side.label} exited; see {process.log_path}")
+        if time.perf_counter() > deadline:
+            raise TrialError(f"{process.side.label}: {missing()}")
+        await asyncio.sleep(0.1)
+
+
 GROUPS_DEADLINE = 60.0
 """How long after the last binding a gang side may take to mark its PodGroups scheduled."""
 

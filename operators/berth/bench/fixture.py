@@ -128,6 +128,11 @@ class Fixture:
         """Every node of the workload Ready and untainted again (they may have flapped)."""
         await self._wait_ready(self._nodes)
 
+    async def create_node(self, body: dict[str, Any]) -> None:
+        """Create a node of the workload's again (a churn took it away); there already: kept."""
+        with contextlib.suppress(Conflict):
+            await self.writer.create(NODE, body)
+
     async def _delete_node(self, name: str) -> None:
         with contextlib.suppress(NotFound):
             await self.writer.delete(NODE, name)
@@ -229,7 +234,7 @@ class Fixture:
                 raise FixtureError(
                     f"{fewest} pods still present {READY_TIMEOUT:.0f}s after fewer were last left"
                 )
-            await for_each(left, self._delete_pod, CREATE_CONCURRENCY)
+            await for_each(left, lambda pod: self.delete_pod(*pod), CREATE_CONCURRENCY)
             await asyncio.sleep(0.5)
 
     async def _pods(self, namespace: str) -> list[tuple[str, str]]:
@@ -259,8 +264,8 @@ class Fixture:
             if not token:
                 return items
 
-    async def _delete_pod(self, pod: tuple[str, str]) -> None:
-        namespace, name = pod
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        """Delete the pod with no grace: a kwok node plays no graceful end."""
         with contextlib.suppress(ApiException):  # gone already, or the next round asks again
             await succeeded(
                 self.core.delete_namespaced_pod(

@@ -107,3 +107,15 @@ def histogram_mean(text: str, name: str, match: dict[str, str] | None = None) ->
             totals[part] += float(found["value"])
     count = int(totals["count"])
     return count, totals["sum"] / count if count else float("nan")
+
+
+def counter_total(text: str, name: str, match: dict[str, str] | None = None) -> float:
+    """Counter ``name`` in Prometheus text, summed over every series whose labels include
+    ``match`` (0 when it has none)."""
+    wanted = [f'{key}="{value}"' for key, value in (match or {}).items()]
+    total = 0.0
+    for line in text.splitlines():
+        found = _SAMPLE.match(line)
+        if found and found["name"] == name and all(w in (found["labels"] or "") for w in wanted):
+            total += float(found["value"])
+    return total

@@ -16,6 +16,7 @@ from kubernetes_asyncio.client import ApiClient
 from berth.bench import installed, operatorlag
 from berth.bench.arrival import Latency, latency_table, run_latency
 from berth.bench.backlog import Trial, TrialError, alternating, run_trial
+from berth.bench.churn import Churn, churn_table, run_churn
 from berth.bench.fixture import Fixture, FixtureError, install_crds
 from berth.bench.operatorlag import Lag
 from berth.bench.process import free_port
@@ -43,6 +44,8 @@ class Plan:
     feature_objects: bool = True
     """The installed profile's kinds present (quotas, NodeMetrics, reservations); False:
     none of them, so that its plugins have nothing to decide."""
+    churn: float | None = None
+    """Seconds of churn per trial for the requeue comparison; None: not that mode."""
 
 
 def say_plugins(
@@ -81,6 +84,7 @@ class Outcome:
 
     trials: list[Trial] = field(default_factory=list)
     latencies: list[Latency] = field(default_factory=list)
+    churns: list[Churn] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
 
@@ -150,7 +154,20 @@ async def _run_case(
     for repeat, label in alternating(plan.sides, plan.repeats):
         if label == INSTALLED and objects:
             await installed.refresh(fixture.writer, workload, nodes)
-        if plan.rate is not None:
+        if plan.churn is not None:
+            outcome.churns.append(
+                await run_churn(
+                    api,
+                    fixture,
+                    sides[label],
+                    workload,
+                    repeat=repeat,
+                    nodes=nodes,
+                    seconds=plan.churn,
+                    say=say,
+                )
+            )
+        elif plan.rate is not None:
             outcome.latencies.append(
                 await run_latency(
                     api,
@@ -187,6 +204,8 @@ def publish(outcome: Outcome, conditions: Conditions, csv_path: Path | None) -> 
     sys.stdout.write(conditions.show() + "\n")
     if outcome.latencies:
         sys.stdout.write(latency_table(outcome.latencies) + "\n")
+    if outcome.churns:
+        sys.stdout.write(churn_table(outcome.churns) + "\n")
     if trials:
         sys.stdout.write(table(trials) + "\n")
     for failure in outcome.failures:

@@ -231,8 +231,20 @@ def _bench_refusal(args: argparse.Namespace) -> str | None:
     from berth.bench.workloads import WORKLOADS
 
     if args.churn is not None:
-        if args.rate is not None or args.operator_lag or args.cycle_only:
-            return "--churn is a mode of its own: not with --rate, --operator-lag or --cycle-only"
+        if args.churn <= 0:
+            return f"--churn {args.churn:g}: the churn's length in seconds must be positive"
+        others = {
+            "--rate": args.rate is not None,
+            "--operator-lag": args.operator_lag,
+            "--cycle-only": args.cycle_only,
+            "--memory": args.memory,
+            "--collections": args.collections,
+            "--numa": args.numa,
+            "--replot": bool(args.replot),
+        }
+        named = [option for option, given in others.items() if given]
+        if named:
+            return f"--churn is a mode of its own: not with {', '.join(named)}"
         if NOOP in args.sides:
             return "--churn compares schedulers' attempts: the noop-binder makes none; name --sides"
         if args.csv:

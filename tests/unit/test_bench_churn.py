@@ -71,3 +71,6 @@ def test_churn_is_refused_with_the_noop_binder_or_another_mode() -> None:
     assert _bench_refusal(parser().parse_args(both)) is None
     assert "--rate" in (_bench_refusal(parser().parse_args([*both, "--rate", "5"])) or "")
     assert "--csv" in (_bench_refusal(parser().parse_args([*both, "--csv", "c.csv"])) or "")
+    for other in (["--memory"], ["--collections"], ["--numa"], ["--replot", "c.csv"]):
+        assert other[0] in (_bench_refusal(parser().parse_args([*both, *other])) or "")
+    assert "positive" in (_bench_refusal(parser().parse_args(["bench", "--churn", "0"])) or "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.slo.colocation import ColocationConfig, parse
-from berth.slo.lifecycle import Change, Verb, desired, metric_seen, node_seen
+from berth.slo.lifecycle import Change, MetricIndex, Verb, desired, metric_seen, node_seen
 
 NODE = node_seen({"metadata": {"name": "n1", "uid": "u1", "labels": {"pool": "gpu"}}})
 CONFIG = parse(
@@ -88,3 +88,33 @@ def test_a_nodemetric_of_an_earlier_node_with_the_same_name_is_deleted() -> None
 def test_a_nodemetric_written_by_hand_without_owner_is_adopted_for_its_policy() -> None:
     assert desired("n1", NODE, metric(GPU_POLICY, owner=None), CONFIG) is None
     assert desired("n1", NODE, metric({}, owner=None), ColocationConfig()) is not None
+
+
+def _event_body(policy: dict[str, Any], *, status: dict[str, Any] | None = None) -> Any:
+    refs = [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u1"}]
+    body: dict[str, Any] = {
+        "metadata": {"name": "n1", "ownerReferences": refs},
+        "spec": {"metricCollectPolicy": policy},
+    }
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def test_only_events_that_change_what_the_decision_reads_mark_the_name() -> None:
+    index = MetricIndex()
+    assert index.observe("ADDED", _event_body(GPU_POLICY)) == "n1"
+    assert index.seen["n1"] == metric(GPU_POLICY)
+    # The node agent's report and a relabel leave the policy and the owner as they were.
+    report = _event_body(GPU_POLICY, status={"updateTime": "2026-01-01T00:00:00Z"})
+    assert index.observe("MODIFIED", report) is None
+    relabelled = _event_body(GPU_POLICY)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    assert index.observe("MODIFIED", relabelled) is None
+    # A new policy (the operator's own patch coming back, or somebody's edit) is news.
+    edited = {**GPU_POLICY, "reportIntervalSeconds": 30}
+    assert index.observe("MODIFIED", _event_body(edited)) == "n1"
+    assert index.seen["n1"] == metric(edited)
+    assert index.observe("DELETED", _event_body(edited)) == "n1"
+    assert "n1" not in index.seen
+    assert index.observe("DELETED", _event_body(edited)) is None

@@ -1,8 +1,14 @@
 """NodeMetric operator: one NodeMetric per Node, its collect policy from ``colocation-config``.
 
-Nodes and NodeMetrics are Kopf indices; every event of either marks that one name, and the
-operators' worker (:mod:`berth.operators.worker`) recomputes it
-(:func:`berth.slo.lifecycle.desired`) and writes only what differs. The ConfigMap is
+Nodes are a Kopf index (shared with the other operators' node indices); every Node event
+marks that one name, and the operators' worker (:mod:`berth.operators.worker`) recomputes
+it (:func:`berth.slo.lifecycle.desired`) and writes only what differs. NodeMetrics are
+followed by an informer of their own, like the ConfigMap, and mark a name only when what
+the decision reads (the policy, the owning Node) changed: every node agent writes its
+NodeMetric's status once per report interval, and the operator's own patches come back as
+events, a thousand at once after a policy change. Through Kopf, each such event ran two
+handlers and cost the operator twice what its write did, in the same event loop as the
+writes. The ConfigMap is
 watched in the operator's namespace alone (``BERTH_NAMESPACE``, default ``berth-system``),
 so the operator needs no cluster-wide read of ConfigMaps; a new valid config recomputes
 every node, an invalid one keeps the current policies and is reported by a Warning event on
@@ -14,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import kopf
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from berth import log
 from berth.api.nodemetric import GROUP, VERSION
@@ -27,9 +33,9 @@ from berth.kube.events import event_body, post_event
 from berth.kube.watch import Informer
 from berth.kube.write import NODE_METRIC, ApiWriter
 from berth.operators.registry import REGISTRY
-from berth.operators.worker import Worker
+from berth.operators.worker import Worker, wall_clock
 from berth.slo.colocation import CONFIGMAP, ColocationConfig, ColocationConfigError, from_configmap
-from berth.slo.lifecycle import MetricSeen, NodeSeen, Verb, desired, metric_seen, node_seen
+from berth.slo.lifecycle import MetricIndex, NodeSeen, Verb, desired, node_seen
 
 PLURAL = "nodemetrics"
 NAMESPACE_ENV = "BERTH_NAMESPACE"
@@ -38,6 +44,7 @@ COMPONENT = "berth-nodemetric-operator"
 INVALID_CONFIG = "InvalidColocationConfig"
 CONFIG_SYNC_SECONDS = 30.0
 NODEMETRIC_CONCURRENCY = 16
+METRICS_UNLISTED_RETRY = timedelta(seconds=1)
 
 logger = log.get(__name__)
 
@@ -45,11 +52,6 @@ logger = log.get(__name__)
 @kopf.index("nodes", registry=REGISTRY)
 async def nodemetric_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeSeen]:
     return {name: node_seen(body)}
-
-
-@kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
-async def nodemetric_specs(name: str, body: kopf.Body, **_: Any) -> dict[str, MetricSeen]:
-    return {name: metric_seen(body)}
 
 
 class NodeMetrics:
@@ -60,14 +62,21 @@ class NodeMetrics:
         api: ApiClient,
         namespace: str,
         nodes: kopf.Index[str, NodeSeen],
-        metrics: kopf.Index[str, MetricSeen],
     ) -> None:
         self.api = api
         self.writer = ApiWriter(api)
         self.core: Any = CoreV1Api(api)
         self.namespace = namespace
         self.nodes = nodes
-        self.metrics = metrics
+        self.metrics = MetricIndex()
+        self._metric_watch = Informer(
+            "nodemetrics",
+            functools.partial(
+                CustomObjectsApi(self.api).list_cluster_custom_object, GROUP, VERSION, PLURAL
+            ),
+            self._metric_event,
+            drop_managed_fields=True,
+        )
         # None until a valid config is known: existing policies are then left as they are.
         self.config: ColocationConfig | None = None
         self._latest: dict[str, Any] | None = None
@@ -80,7 +89,8 @@ class NodeMetrics:
         self.worker = Worker("nodemetric", self.reconcile, concurrency=NODEMETRIC_CONCURRENCY)
 
     async def start(self) -> None:
-        """Watch the ConfigMap; return once its first state is known (or after a timeout)."""
+        """Watch the ConfigMap and the NodeMetrics; return once the ConfigMap's first state
+        is known (or after a timeout)."""
         self.worker.start()
         call = functools.partial(
             self.core.list_namespaced_config_map,
@@ -88,7 +98,8 @@ class NodeMetrics:
             field_selector=f"metadata.name={CONFIGMAP}",
         )
         informer = Informer("configmaps", call, self._configmap_event)
-        self._tasks.append(asyncio.create_task(informer.run(self._stop)))
+        for watched in (informer, self._metric_watch):
+            self._tasks.append(asyncio.create_task(watched.run(self._stop)))
         try:
             await asyncio.wait_for(informer.synced.wait(), CONFIG_SYNC_SECONDS)
         except TimeoutError:
@@ -108,6 +119,11 @@ class NodeMetrics:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.worker.stop()
 
+    def _metric_event(self, kind: str, obj: dict[str, Any]) -> None:
+        name = self.metrics.observe(kind, obj)
+        if name is not None:
+            self.worker.mark(name)
+
     def _configmap_event(self, kind: str, obj: dict[str, Any]) -> None:
         self._latest = None if kind == "DELETED" else obj
         self._changed.set()
@@ -117,7 +133,7 @@ class NodeMetrics:
         await informer.synced.wait()
         while True:
             if await self._take_config():
-                self.worker.mark_all({*self.nodes.keys(), *self.metrics.keys()})
+                self.worker.mark_all({*self.nodes.keys(), *self.metrics.seen})
             await self._changed.wait()
             self._changed.clear()
 
@@ -166,8 +182,11 @@ class NodeMetrics:
         await post_event(self.writer, body)
 
     async def reconcile(self, name: str) -> datetime | None:
+        if not self._metric_watch.settled.is_set():
+            # Until the NodeMetrics are listed, every node would look as if it had none.
+            return wall_clock() + METRICS_UNLISTED_RETRY
         node = next(iter(self.nodes.get(name, ())), None)
-        metric = next(iter(self.metrics.get(name, ())), None)
+        metric = self.metrics.seen.get(name)
         change = desired(name, node, metric, self.config)
         if change is None:
             return None
@@ -191,7 +210,6 @@ async def start_nodemetrics(memo: kopf.Memo, **kwargs: Any) -> None:
         api_client(memo.configuration),
         os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE,
         kwargs["nodemetric_nodes"],
-        kwargs["nodemetric_specs"],
     )
     memo.nodemetrics = state
     await state.start()
@@ -207,9 +225,4 @@ async def stop_nodemetrics(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.event("nodes", registry=REGISTRY)
 async def node_changed(name: str, memo: Any, **_: Any) -> None:
-    memo.nodemetrics.worker.mark(name)
-
-
-@kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
-async def nodemetric_changed(name: str, memo: Any, **_: Any) -> None:
     memo.nodemetrics.worker.mark(name)

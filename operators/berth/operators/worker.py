@@ -1,8 +1,9 @@
 """The worker every operator runs: objects marked by their events, decided one at a time.
 
-An operator's Kopf handlers only mark keys (an object's name, or a namespace when one
-decision covers a namespace). The worker calls the operator's ``reconcile(key)`` for each
-marked key, in order, one at a time, and follows what came of it:
+An operator's Kopf handlers (and its own informers, where it keeps one) only mark keys (an
+object's name, or a namespace when one decision covers a namespace). The worker calls the
+operator's ``reconcile(key)`` for each marked key, in order, one at a time, and follows
+what came of it:
 
 - it returned a time: decide the key again then, when time alone changes the decision
   (a reservation's expiry), so there is no timer per object;

@@ -17,7 +17,16 @@ from typing import Any
 from berth.api.nodemetric import GROUP, VERSION
 from berth.slo.colocation import ColocationConfig
 
-__all__ = ["Change", "MetricSeen", "NodeSeen", "Verb", "desired", "metric_seen", "node_seen"]
+__all__ = [
+    "Change",
+    "MetricIndex",
+    "MetricSeen",
+    "NodeSeen",
+    "Verb",
+    "desired",
+    "metric_seen",
+    "node_seen",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,26 @@ def metric_seen(body: Mapping[str, Any]) -> MetricSeen:
     )
     policy = (body.get("spec") or {}).get("metricCollectPolicy") or {}
     return MetricSeen(policy=dict(policy), owner_uid=owner)
+
+
+class MetricIndex:
+    """What the operator reads of each NodeMetric, kept from its informer's events."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, MetricSeen] = {}
+
+    def observe(self, kind: str, body: dict[str, Any]) -> str | None:
+        """Take one watch event; the name to decide again, or None when the event changed
+        nothing the decision reads (a status report, a label, the echo of an unchanged
+        object)."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        if kind == "DELETED":
+            return name if self.seen.pop(name, None) is not None else None
+        seen = metric_seen(body)
+        if self.seen.get(name) == seen:
+            return None
+        self.seen[name] = seen
+        return name
 
 
 class Verb(StrEnum):

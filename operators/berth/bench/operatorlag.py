@@ -11,7 +11,11 @@ timestamps are wall-clock seconds too):
   node's NodeMetric with the new policy (every node one sample);
 - the API server's floor for that change: once the operators have stopped, the harness
   itself writes the same merge patch to every NodeMetric, as many at once as the operator
-  does, timed the same way. What the operator adds is the difference between the two.
+  does, with the operators' credentials, timed the same way. What the operator adds is the
+  difference between the two.
+
+The operators run as installed: with the controller's ServiceAccount token and the roles of
+``manifests/`` (:mod:`berth.bench.serviceaccount`).
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from berth.bench.fixture import Fixture
 from berth.bench.process import SideProcess
+from berth.bench.serviceaccount import operators_kubeconfig
 from berth.bench.sides import Side
 from berth.bench.stats import percentile
+from berth.kube.client import client_from_kubeconfig
 from berth.kube.watch import Informer
 from berth.kube.write import ELASTIC_QUOTA, NODE_METRIC, POD, RESERVATION, ApiWriter, Conflict, Kind
 from berth.operators.nodemetric import NODEMETRIC_CONCURRENCY
@@ -188,44 +194,48 @@ async def measure(
     await writer.patch(
         CONFIGMAP, COLOCATION_CONFIGMAP, _colocation(BEFORE_SECONDS), namespace=OPERATORS_NAMESPACE
     )
-    argv = run_command(kubeconfig, operators=True, scheduler=False)
-    process = SideProcess(Side("operators", "operators", argv, (), None))
-    metrics = _metric_seen(custom, AFTER_SECONDS)
-    await process.start()
-    await metrics.start()
-    try:
-        say(f"operator lag: waiting for {nodes} NodeMetrics")
-        await _until(
-            lambda: (
-                sum(_report_interval(o) == BEFORE_SECONDS for o in metrics.objects.values())
-                >= nodes
-            ),
-            process,
-            "a NodeMetric per node",
-        )
-        changed = time.time()
-        await writer.patch(
-            CONFIGMAP,
-            COLOCATION_CONFIGMAP,
-            _colocation(AFTER_SECONDS),
-            namespace=OPERATORS_NAMESPACE,
-        )
-        await _until(lambda: len(metrics.seen) >= nodes, process, "every NodeMetric's new policy")
-        configmap = Lag(
-            "ConfigMap change -> every NodeMetric spec",
-            nodes,
-            tuple(t - changed for t in metrics.seen.values()),
-        )
-        say(f"  {configmap.what}: p99 {configmap.p99:.3f}s")
-        quota = await _quota_lag(custom, writer, process, nodes)
-        say(f"  {quota.what}: p99 {quota.p99:.3f}s")
-        ttl = await _ttl_lag(custom, writer, process, nodes)
-        say(f"  {ttl.what}: p99 {ttl.p99:.3f}s")
-    finally:
-        await metrics.stop()
-        await process.stop()
-    floor = await _floor_lag(custom, writer, nodes)
-    say(f"  {floor.what}: p99 {floor.p99:.3f}s")
+    async with operators_kubeconfig(api, kubeconfig) as installed:
+        argv = run_command(installed, operators=True, scheduler=False)
+        process = SideProcess(Side("operators", "operators", argv, (), None))
+        metrics = _metric_seen(custom, AFTER_SECONDS)
+        await process.start()
+        await metrics.start()
+        try:
+            say(f"operator lag: waiting for {nodes} NodeMetrics")
+            await _until(
+                lambda: (
+                    sum(_report_interval(o) == BEFORE_SECONDS for o in metrics.objects.values())
+                    >= nodes
+                ),
+                process,
+                "a NodeMetric per node",
+            )
+            changed = time.time()
+            await writer.patch(
+                CONFIGMAP,
+                COLOCATION_CONFIGMAP,
+                _colocation(AFTER_SECONDS),
+                namespace=OPERATORS_NAMESPACE,
+            )
+            await _until(
+                lambda: len(metrics.seen) >= nodes, process, "every NodeMetric's new policy"
+            )
+            configmap = Lag(
+                "ConfigMap change -> every NodeMetric spec",
+                nodes,
+                tuple(t - changed for t in metrics.seen.values()),
+            )
+            say(f"  {configmap.what}: p99 {configmap.p99:.3f}s")
+            quota = await _quota_lag(custom, writer, process, nodes)
+            say(f"  {quota.what}: p99 {quota.p99:.3f}s")
+            ttl = await _ttl_lag(custom, writer, process, nodes)
+            say(f"  {ttl.what}: p99 {ttl.p99:.3f}s")
+        finally:
+            await metrics.stop()
+            await process.stop()
+        async with await client_from_kubeconfig(installed) as as_operators:
+            floor = await _floor_lag(custom, ApiWriter(as_operators), nodes)
+        say(f"  {floor.what}: p99 {floor.p99:.3f}s")
     return [configmap, floor, quota, ttl]
 
 

@@ -211,6 +211,125 @@ async def test_a_pod_refused_again_and_again_waits_out_its_backoff_even_when_idl
     assert (await pop_now(queue)).name == "p"
 
 
+async def refused_three_times(queue: SchedulingQueue, clock: FakeClock, p: PodInfo) -> None:
+    """``p`` refused three times, waiting among the unschedulable (its backoff 4 s); the
+    first two times sent back and taken early, the clock still."""
+    queue.add(p)
+    for _ in range(2):
+        queue.unschedulable(await pop_now(queue), frozenset({"Fit"}))
+        queue.requeue(frozenset({p.uid}), "PeriodicCheck")
+    queue.unschedulable(await pop_now(queue), frozenset({"Fit"}))
+
+
+@pytest.mark.parametrize("room", [True, False])
+async def test_a_pod_refused_again_and_again_is_tried_at_once_when_the_event_made_room_for_it(
+    queue: SchedulingQueue, clock: FakeClock, room: bool
+) -> None:
+    """An event on a node whose ``fits`` says the pod now fits there: it leaves its
+    backoff for the active queue, however often it was refused; else it waits it out."""
+    await refused_three_times(queue, clock, pending("p"))
+    asked = []
+    queue.move(
+        lambda pod, rejected_by: True,
+        "AssignedPodDelete",
+        lambda pod, rejected_by: asked.append(rejected_by) or room,
+    )
+    assert asked == [frozenset({"Fit"})]
+    assert queue.counts() == (empty_counts(active=1) if room else empty_counts(backoff=1))
+    if room:
+        assert (await pop_now(queue)).name == "p"
+        assert queue.sent_by(pending("p").uid) == "AssignedPodDelete"
+        return
+    assert await nothing_ready(queue)
+    clock.advance(4)
+    assert (await pop_now(queue)).name == "p"
+
+
+async def test_a_pod_waiting_out_its_backoff_is_tried_at_once_after_a_later_event_s_room(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """Sent to backoff by an event that made no room for it, the pod is tried at once when
+    another event does (it waited out ten-second backoffs while deletions freed room for
+    it); an error's retry never is, nor is an unschedulable pod the event cannot help."""
+    await refused_three_times(queue, clock, pending("p"))
+    queue.move(lambda pod, rejected_by: True, "NodeTaintChange", lambda pod, rejected_by: False)
+    errored, stuck = pending("errored", created=1), pending("stuck", created=2)
+    for other in (errored, stuck):
+        queue.add(other)
+    queue.retry(await pop_now(queue))
+    queue.unschedulable(await pop_now(queue), frozenset({"Fit"}))
+    assert queue.counts() == empty_counts(backoff=2, unschedulable=1)
+    assert await nothing_ready(queue)
+    asked: list[str] = []
+    queue.move(
+        lambda pod, rejected_by: False,
+        "AssignedPodDelete",
+        lambda pod, rejected_by: asked.append(pod.name) or True,
+    )
+    assert asked == ["p"]
+    assert (await pop_now(queue)).name == "p"
+    assert await nothing_ready(queue)
+
+
+async def test_the_room_an_event_made_is_offered_in_queue_order(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """Two pods it would fit alone: the one ahead in the queue is asked first and takes
+    the room (``fits`` counts it); the other waits out its backoff."""
+    low, high = pending("low", created=1), pending("high", priority=10, created=2)
+    for p in (low, high):
+        await refused_three_times(queue, clock, p)
+    room = [1]
+
+    def fits(pod: PodInfo, rejected_by: frozenset[str]) -> bool:
+        if not room:
+            return False
+        room.pop()
+        return True
+
+    queue.move(lambda pod, rejected_by: True, "AssignedPodDelete", fits)
+    assert (await pop_now(queue)).name == "high"
+    assert await nothing_ready(queue)
+
+
+async def test_a_pod_the_room_was_made_for_goes_behind_the_pods_already_active(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    """It enters the active queue as if it had just arrived: a pod that arrived before the
+    room was made is tried first, one that arrives after it, after."""
+    await refused_three_times(queue, clock, pending("big", created=0))
+    queue.add(pending("before", created=1))
+    clock.advance(0.5)
+    queue.move(lambda pod, rejected_by: True, "AssignedPodDelete", lambda pod, rejected_by: True)
+    clock.advance(0.5)
+    queue.add(pending("after", created=2))
+    assert [(await pop_now(queue)).name for _ in range(3)] == ["before", "big", "after"]
+
+
+@pytest.mark.parametrize(("helps", "room"), [(True, True), (True, False), (False, True)])
+async def test_an_event_during_the_attempt_that_made_room_has_the_pod_tried_at_once(
+    queue: SchedulingQueue, clock: FakeClock, helps: bool, room: bool
+) -> None:
+    """The event's verdict is asked when the attempt fails, with the plugins that rejected
+    the pod in it: one that may help and made room for it sends it back to be tried at
+    once; one that made no room, to wait out its backoff; one its hints say cannot help
+    leaves it unschedulable, whatever ``fits`` would say."""
+    p = pending("p")
+    await refused_three_times(queue, clock, p)
+    clock.advance(10)
+    queue.requeue(frozenset({p.uid}), "PeriodicCheck")
+    popped = await pop_now(queue)
+    queue.move(lambda pod, rejected_by: helps, "AssignedPodDelete", lambda pod, rejected_by: room)
+    queue.unschedulable(popped, frozenset({"Fit"}))
+    if not helps:
+        assert queue.counts() == empty_counts(unschedulable=1)
+    elif room:
+        assert (await pop_now(queue)).name == "p"
+    else:
+        assert queue.counts() == empty_counts(backoff=1)
+        assert await nothing_ready(queue)
+
+
 async def test_event_during_the_attempt_sends_the_pod_to_backoff(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:

@@ -8,7 +8,8 @@ The role of kube-scheduler's ``eventhandlers.go``. Every watch event goes, in th
 3. the plugins' caches: each plugin that ``consumes`` the kind, in profile order;
 4. intake: a pending pod (or a pending Reservation's template) enters the queue;
 5. the queue: the unschedulable pods this cluster event may help go back to be tried,
-   judged by the ``events_to_register`` of the plugins that rejected them.
+   judged by the ``events_to_register`` of the plugins that rejected them; after an event
+   on one node, those that now fit there (``RoomOnNode``) are tried first.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ from berth.scheduler.placement import (
 from berth.scheduler.queue.scheduling_queue import SchedulingQueue
 
 POD = "Pod"
+# The changes of a node that may let a pod onto it, and those of a pod that free room on
+# its node: after these, the pods that now fit on that node are tried first.
+NODE_OPENS = (
+    ActionType.ADD
+    | ActionType.UPDATE_NODE_ALLOCATABLE
+    | ActionType.UPDATE_NODE_LABEL
+    | ActionType.UPDATE_NODE_TAINT
+    | ActionType.UPDATE_NODE_UNSCHEDULABLE
+)
+POD_FREES = ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
 
 Handler = Callable[[str, dict[str, Any]], None]
 
@@ -53,6 +64,45 @@ class Covering:
 
     always: bool
     hints: tuple[QueueingHint, ...] = ()
+
+
+@dataclass
+class RoomOnNode:
+    """The room one event made on a node (a pod gone from it or shrunk there, the node
+    added or changed), shared out among the pods the queue asks about in turn: a pod fits
+    when it now passes there every filter that can judge a row outside an attempt, those
+    that refused it among them (``Framework.passes_at``), beside the preemptors nominated
+    there that rank with it or above and the pods that fit before it. Offered to every
+    pod it would fit alone, one deletion's room would have them all tried at once, and
+    all but the first refused again."""
+
+    view: ClusterView
+    frameworks: dict[str, Framework]
+    node: str
+    # The pods nominated to the node, found when first asked: one event asks about
+    # hundreds of pods.
+    _nominated: list[PodInfo] | None = field(default=None, init=False)
+    _taken: list[PodInfo] = field(default_factory=list, init=False)
+
+    def __call__(self, pod: PodInfo, rejected_by: frozenset[str]) -> bool:
+        framework = self.frameworks.get(pod.scheduler_name)
+        row = self.view.nodes.index.get(self.node)
+        if framework is None or row is None:
+            return False
+        if self._nominated is None:
+            self._nominated = [
+                other for node, other in self.view.nominated.values() if node == self.node
+            ]
+        beside = [
+            other
+            for other in self._nominated
+            if other.uid != pod.uid and other.priority >= pod.priority
+        ]
+        beside += self._taken
+        if not framework.passes_at(pod, rejected_by, row, beside):
+            return False
+        self._taken.append(pod)
+        return True
 
 
 @dataclass
@@ -92,11 +142,14 @@ class EventHandlers:
         if cluster_event.action & ActionType.ADD:
             self.book.on_node_added(name)
         self._consume("Node", event, node)
-        self._requeue(cluster_event, old, None if event == "DELETED" else node)
+        new = None if event == "DELETED" else node
+        opened = cluster_event.action & NODE_OPENS
+        self._requeue(cluster_event, old, new, name if opened else None)
 
     def on_pod(self, event: str, raw: dict[str, Any]) -> None:
         uid = (raw.get("metadata") or {}).get("uid", "")
         old = self.view.pods.get(uid)
+        held_on = self._holding_node(uid)
         pod, cluster_event = self.view.on_pod(event, raw)
         self.book.on_pod(event, pod)
         self._consume(POD, event, pod)
@@ -104,7 +157,9 @@ class EventHandlers:
         if cluster_event is not None:
             if cluster_event.action & ActionType.DELETE and self.placement is not None:
                 self.placement.room_freed.set()
-            self._requeue(cluster_event, old, None if event == "DELETED" else pod)
+            new = None if event == "DELETED" else pod
+            freed = cluster_event.action & POD_FREES
+            self._requeue(cluster_event, old, new, held_on if freed else None)
 
     def on_priority_class(self, event: str, obj: dict[str, Any]) -> None:
         self.view.on_priority_class(event, obj)
@@ -167,6 +222,15 @@ class EventHandlers:
     def _known(self, node: str) -> bool:
         return node in self.view.nodes.index
 
+    def _holding_node(self, uid: str) -> str | None:
+        """The node where a pod holds room: counted there (bound or assumed), or a
+        preemptor nominated there."""
+        node = self.view.counted_on.get(uid)
+        if node is None:
+            held = self.view.nominated.get(uid)
+            node = held[0] if held is not None else None
+        return node
+
     def _consume(self, kind: str, event: str, obj: Any) -> None:
         for plugin in self._consumers.get(kind, ()):
             plugin.on_event(kind, event, obj)
@@ -218,10 +282,13 @@ class EventHandlers:
             return
         queue.add(pod)
 
-    def _requeue(self, event: ClusterEvent, old: Any, new: Any) -> None:
+    def _requeue(self, event: ClusterEvent, old: Any, new: Any, node: str | None = None) -> None:
+        """Ask the queue to move the pods the event may help; ``node``: where the event
+        changed what a pod may find (room freed there, the node added or changed)."""
         if self.queue is None:
             return
-        self.queue.move(self._hints(event, old, new), event_label(event))
+        room = None if node is None else RoomOnNode(self.view, self.frameworks, node)
+        self.queue.move(self._hints(event, old, new), event_label(event), room)
 
     def _hints(
         self, event: ClusterEvent, old: Any, new: Any
@@ -262,22 +329,25 @@ class EventHandlers:
 
     # -- the scheduler's own changes -----------------------------------------------------
 
-    def forgotten(self, pod: PodInfo) -> None:
-        """A pod assumed on a node was forgotten (its binding failed): its room is free."""
+    def forgotten(self, pod: PodInfo, node: str) -> None:
+        """A pod assumed on ``node`` was forgotten (its binding failed): its room is free."""
         if self.queue is None:
             return
         hints = self._hints(ClusterEvent(POD, ActionType.DELETE), pod, None)
-        self.queue.move(hints, "AssumedPodForget")
+        self.queue.move(hints, "AssumedPodForget", RoomOnNode(self.view, self.frameworks, node))
 
-    def unnominated(self, pod: PodInfo) -> None:
-        """A pending pod's nomination was dropped: the room and quota it held are free for
-        the others, as when a nominated pod is deleted (not for itself: it just failed)."""
+    def unnominated(self, pod: PodInfo, node: str) -> None:
+        """A pending pod's nomination to ``node`` was dropped: the room and quota it held
+        are free for the others, as when a nominated pod is deleted (not for itself: it
+        just failed)."""
         if self.queue is None:
             return
         hints = self._hints(ClusterEvent(POD, ActionType.DELETE), pod, None)
+        room = RoomOnNode(self.view, self.frameworks, node)
         self.queue.move(
             lambda other, rejected_by: other.uid != pod.uid and hints(other, rejected_by),
             "NominationDropped",
+            lambda other, rejected_by: other.uid != pod.uid and room(other, rejected_by),
         )
 
 

@@ -301,8 +301,9 @@ class ScheduleOne:
             name=pod.name,
             error=str(failed) or type(failed).__name__,
         )
-        if self.view.nominated.pop(pod.uid, None) is not None:
-            self.events.unnominated(pod)
+        held = self.view.nominated.pop(pod.uid, None)
+        if held is not None:
+            self.events.unnominated(pod, held[0])
         self.queue.retry(pod)
         try:
             await self.writer.nominate(pod, "")
@@ -325,10 +326,10 @@ class ScheduleOne:
         overriding = [r for r in results if r.override]
         if not overriding or overriding[-1].nominated_node:
             return False
-        held = self.view.nominated.pop(pod.uid, None) is not None
-        if held:
-            self.events.unnominated(pod)
-        return held or bool(pod.nominated_node)
+        held = self.view.nominated.pop(pod.uid, None)
+        if held is not None:
+            self.events.unnominated(pod, held[0])
+        return held is not None or bool(pod.nominated_node)
 
     async def _report_unschedulable(self, pod: PodInfo, message: str, unnominate: bool) -> None:
         self.writer.event(pod.raw, "Pod", "FailedScheduling", message, warning=True)
@@ -342,8 +343,9 @@ class ScheduleOne:
             )
 
     def _forget(self, pod: PodInfo) -> None:
-        if self.view.forget(pod):
-            self.events.forgotten(pod)
+        node = self.view.assumed.get(pod.uid)
+        if node is not None and self.view.forget(pod):
+            self.events.forgotten(pod, node)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

@@ -281,6 +281,21 @@ class RowFilterPlugin(Protocol):
 
 
 @runtime_checkable
+class StandaloneFilterPlugin(Protocol):
+    """A filter that judges one row outside any attempt, from the cluster view alone: the
+    queue asks whether a pod refused before now passes it on the node an event changed,
+    so that the pods an event made room for are tried at once."""
+
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        """Whether the pod passes this plugin's PreFilter and Filter on the row; ``beside``:
+        pods holding room there that the table does not count (preemptors nominated there
+        that rank with the pod or above, pods the same room went to first)."""
+        ...
+
+
+@runtime_checkable
 class ScorePlugin(Protocol):
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         """Scores 0..100 for the given rows, already normalized."""

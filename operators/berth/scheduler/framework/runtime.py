@@ -51,6 +51,7 @@ from berth.scheduler.framework.interface import (
     ReservePlugin,
     RowFilterPlugin,
     ScorePlugin,
+    StandaloneFilterPlugin,
     Status,
 )
 
@@ -75,6 +76,10 @@ class Framework:
     pre_bind: list[PreBindPlugin] = field(default_factory=list)
     bind: list[BindPlugin] = field(default_factory=list)
     weights: dict[str, int] = field(default_factory=dict)
+    # What ``passes_at`` asks for the pods refused by each set of plugins.
+    _standalone_filters: dict[frozenset[str], tuple[StandaloneFilterPlugin, ...] | None] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     @property
     def view(self) -> ClusterView:
@@ -224,6 +229,33 @@ class Framework:
                 for _, name, at_row, reads_no_pods in self._row_filters
             ) and all(name in skipped for name, _ in self._extensions)
         return verdict
+
+    def passes_at(
+        self, pod: PodInfo, rejected_by: frozenset[str], row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        """Whether a pod refused by the plugins ``rejected_by`` now passes, on one row,
+        every filter of the profile that can judge a row outside an attempt
+        (``StandaloneFilterPlugin``; ``beside`` as there). False, as not known, when a
+        plugin that refused it is not one of them: its verdict needs an attempt's state.
+        Filters that cannot judge so and did not refuse it are taken to pass, as they did
+        on the nodes that reached them."""
+        asked = self._standalone_filters
+        if rejected_by not in asked:
+            asked[rejected_by] = self._asked_for(rejected_by)
+        filters = asked[rejected_by]
+        if filters is None:
+            return False
+        nodes = self.view.nodes
+        return all(plugin.passes_at(pod, nodes, row, beside) for plugin in filters)
+
+    def _asked_for(self, rejected_by: frozenset[str]) -> tuple[StandaloneFilterPlugin, ...] | None:
+        """The standalone filters, those in ``rejected_by`` first (the likeliest to refuse
+        the pod again); None when a plugin in it is not one of them, or it is empty."""
+        found = [p for p in self.filter if isinstance(p, StandaloneFilterPlugin)]
+        if not rejected_by or not rejected_by <= {_name(p) for p in found}:
+            return None
+        found.sort(key=lambda p: _name(p) not in rejected_by)
+        return tuple(found)
 
     def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, row: int) -> None:
         """Count ``other`` on the row again, for the node table and every PreFilter extension."""

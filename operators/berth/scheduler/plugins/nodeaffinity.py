@@ -7,6 +7,7 @@ the pod's own affinity), its preferred terms add to every pod's score.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ REASON = "node(s) didn't match Pod's node affinity/selector"
 ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 CONFLICT = "pod affinity terms conflict"
 REQUIRED = "NodeAffinity/required"
+ADDED = "NodeAffinity/added"
 
 
 def required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
@@ -47,6 +49,24 @@ def required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
     )
     key = orjson.dumps([pod.node_selector, required], option=orjson.OPT_SORT_KEYS)
     return nodes.label_mask((REQUIRED, key), lambda: _required_rows(pod, nodes))
+
+
+def pinned_names(pod: PodInfo) -> set[str] | None:
+    """The node names the pod's required terms pin with metadata.name, when every term
+    does (DaemonSets; an empty set: they conflict); None when some term allows any name."""
+    if pod.required_affinity is None:
+        return None
+    names: set[str] = set()
+    for term in pod.required_affinity.node_selector_terms:
+        pinned: set[str] | None = None
+        for field in term.match_fields or ():
+            if field.key == "metadata.name" and field.operator is NodeSelectorOperator.IN:
+                values = set(field.values or ())
+                pinned = values if pinned is None else pinned & values
+        if pinned is None:
+            return None
+        names |= pinned
+    return names
 
 
 def _required_rows(pod: PodInfo, nodes: NodeTable) -> Mask:
@@ -87,18 +107,9 @@ class NodeAffinity(Plugin):
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         """Terms that all pin metadata.name narrow the attempt to those nodes (DaemonSets)."""
-        if pod.required_affinity is None:
+        names = pinned_names(pod)
+        if names is None:
             return SUCCESS
-        names: set[str] = set()
-        for term in pod.required_affinity.node_selector_terms:
-            pinned: set[str] | None = None
-            for field in term.match_fields or ():
-                if field.key == "metadata.name" and field.operator is NodeSelectorOperator.IN:
-                    values = set(field.values or ())
-                    pinned = values if pinned is None else pinned & values
-            if pinned is None:
-                return SUCCESS  # some term allows any node name
-            names |= pinned
         if not names:
             return unschedulable(self.name, CONFLICT, resolvable=False)
         rows = np.zeros(nodes.size, dtype=bool)
@@ -110,11 +121,7 @@ class NodeAffinity(Plugin):
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        enforced = np.zeros(nodes.size, dtype=bool)
-        if self.added_required is not None:
-            for term in self.added_required.node_selector_terms:
-                enforced |= term_matches(nodes, term)
-            enforced = ~enforced
+        enforced = self._enforced(nodes)
         if not pod.node_selector and pod.required_affinity is None:
             own = enforced
         else:
@@ -125,6 +132,32 @@ class NodeAffinity(Plugin):
             if rows.any()
         )
         return Verdict(~(enforced | own), reasons)
+
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        names = pinned_names(pod)
+        if names is not None and nodes.names[row] not in names:
+            return False
+        if self._enforced(nodes)[row]:
+            return False
+        return (not pod.node_selector and pod.required_affinity is None) or bool(
+            required_rows(pod, nodes)[row]
+        )
+
+    def _enforced(self, nodes: NodeTable) -> Mask:
+        """Rows the profile's addedAffinity refuses (none without one); read-only, kept
+        until the nodes' labels change."""
+
+        def refused() -> Mask:
+            if self.added_required is None:
+                return np.zeros(nodes.size, dtype=bool)
+            matched = np.zeros(nodes.size, dtype=bool)
+            for term in self.added_required.node_selector_terms:
+                matched |= term_matches(nodes, term)
+            return ~matched
+
+        return nodes.label_mask((ADDED, id(self)), refused)
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         raw = np.zeros(len(rows), dtype=np.int64)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from berth.scheduler.cache.nodetable import NodeTable
@@ -20,7 +22,7 @@ class NodeName(Plugin):
         return (on(NODE, ActionType.ADD),)
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        pinned = (pod.raw.get("spec") or {}).get("nodeName")
+        pinned = _pinned(pod)
         if not pinned:
             return Verdict.all(nodes)
         failed = np.ones(nodes.size, dtype=bool)
@@ -28,3 +30,13 @@ class NodeName(Plugin):
         if row is not None:
             failed[row] = False
         return Verdict.failing(nodes, failed, REASON, resolvable=False)
+
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        pinned = _pinned(pod)
+        return not pinned or nodes.names[row] == pinned
+
+
+def _pinned(pod: PodInfo) -> str:
+    return str((pod.raw.get("spec") or {}).get("nodeName") or "")

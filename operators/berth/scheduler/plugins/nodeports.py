@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from berth.scheduler.cache.nodetable import NodeTable
@@ -53,3 +55,11 @@ class NodePorts(Plugin):
             if used and any(conflicts(w, u) for w in pod.host_ports for u in used):
                 failed[row] = True
         return Verdict.failing(nodes, failed, REASON)
+
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        if not pod.host_ports:
+            return True
+        used = [*nodes.ports[row], *(port for other in beside for port in other.host_ports)]
+        return not any(conflicts(w, u) for w in pod.host_ports for u in used)

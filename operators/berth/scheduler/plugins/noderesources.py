@@ -354,6 +354,29 @@ class NodeResourcesFit(Plugin):
     ) -> tuple[str, ...]:
         return insufficient_at(state, pod, nodes, row, self.ignores, without)
 
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        """``filter`` on one row outside an attempt: what the pod asks for within what the
+        row has free, less what ``beside`` asks for. Capacity a reservation would give
+        back to the pod is left out: a pod that only it would admit is not said to fit."""
+        allocatable, requested = nodes.allocatable, nodes.requested
+        for resource, amount in {**pod.requests, PODS: 1}.items():
+            if amount <= 0 or self.ignores(resource):
+                continue
+            col = nodes.columns.get(resource)
+            if col is None:
+                return False  # no node has any of it
+            free = allocatable.item(row, col) - requested.item(row, col)
+            if beside:
+                if resource == PODS:
+                    free -= len(beside)
+                else:
+                    free -= sum(other.requests.get(resource, 0) for other in beside)
+            if free < amount:
+                return False
+        return True
+
     def ignores(self, resource: str) -> bool:
         """kube-scheduler's ``ignoredResources`` and ``ignoredResourceGroups`` (the part of
         the name before '/'): extended resources the filter does not check."""

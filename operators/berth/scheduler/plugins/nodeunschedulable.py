@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from berth.api.meta import Taint, TaintEffect
 from berth.scheduler.cache.nodetable import NodeTable
 from berth.scheduler.cache.podinfo import PodInfo
@@ -27,7 +29,16 @@ class NodeUnschedulable(Plugin):
         )
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Verdict:
-        if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+        if _tolerates(pod):
             return Verdict.all(nodes)
         failed = nodes.unschedulable[: nodes.size].copy()
         return Verdict.failing(nodes, failed, REASON, resolvable=False)
+
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        return not nodes.unschedulable[row] or _tolerates(pod)
+
+
+def _tolerates(pod: PodInfo) -> bool:
+    return any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations)

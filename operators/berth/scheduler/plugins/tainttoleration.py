@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from berth.api.meta import Taint, TaintEffect, Toleration
@@ -44,6 +46,11 @@ class TaintToleration(Plugin):
                 passed &= ~rows
                 reasons.append(Reason(rows, reason(taint), resolvable=False))
         return Verdict(passed, tuple(reasons))
+
+    def passes_at(
+        self, pod: PodInfo, nodes: NodeTable, row: int, beside: Sequence[PodInfo]
+    ) -> bool:
+        return first_untolerated(nodes.taints[row], pod.tolerations) is None
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: Ints) -> Ints:
         """Fewer intolerable PreferNoSchedule taints score higher."""

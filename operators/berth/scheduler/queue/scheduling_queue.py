@@ -19,6 +19,13 @@ kube-scheduler, only for a pod refused at most twice (a preemptor whose victims 
 one refused again and again waits out its backoff. The loop shares its process with the
 operators and the watches, and in the long churn an idle loop tried such pods again on
 every deletion, some a hundred times a minute, each attempt holding up the rest.
+
+With that limit alone, large pods waited out ten-second backoffs while smaller ones took
+the room deletions freed. So a pod an event on one node made room for leaves its backoff
+for the active queue at once, as if it had just arrived, whatever its attempts: it now
+passes there every filter that refused it, beside the pods that room went to first
+(``fits``, which the event table judges). Placed behind the pods already active, it does
+not hold up those that arrived before the room did.
 """
 
 from __future__ import annotations
@@ -34,10 +41,14 @@ from dataclasses import dataclass
 from berth.scheduler.cache.podinfo import PodInfo
 
 UNSCHEDULABLE_TIMEOUT = 300.0
-# A pod refused more often than this waits out its backoff even when the loop is idle.
+# A pod refused more often than this waits out its backoff even when the loop is idle,
+# unless an event made room for it.
 EARLY_POP_ATTEMPTS = 2
 # Whether a cluster event may help a pod, given the plugins that rejected it.
 Helps = Callable[[PodInfo, frozenset[str]], bool]
+# Whether a pod, given the plugins that rejected it, now fits where an event on one node
+# made room: asked in queue order, each pod it says yes to takes its share of the room.
+Fits = Callable[[PodInfo, frozenset[str]], bool]
 # (event, queue) of a pod entering a queue: kube-scheduler's
 # scheduler_queue_incoming_pods_total, which shows what sends pods back to be tried.
 Incoming = Callable[[str, str], None]
@@ -89,9 +100,10 @@ class SchedulingQueue:
         self._unschedulable: set[str] = set()
         self._gated: set[str] = set()
         self._in_flight: set[str] = set()
-        # The events that arrived while each pod was in flight (label and ``helps``): when
-        # the attempt fails, those that may help the pod, rejected as it was, send it back.
-        self._in_flight_events: dict[str, list[tuple[str, Helps]]] = {}
+        # The events that arrived while each pod was in flight (label, ``helps`` and
+        # ``fits``): when the attempt fails, those that may help the pod, rejected as it
+        # was, send it back, to be tried at once if one of them made room for it.
+        self._in_flight_events: dict[str, list[tuple[str, Helps, Fits | None]]] = {}
         self._seq = itertools.count()
         self._wake = asyncio.Event()
 
@@ -202,19 +214,27 @@ class SchedulingQueue:
 
     def unschedulable(self, pod: PodInfo, rejected_by: frozenset[str] = frozenset()) -> None:
         """No node fit. Waits for a helpful event, unless one that may help it, rejected as
-        it was, came while it was in flight (kube-scheduler's in-flight events)."""
+        it was, came while it was in flight (kube-scheduler's in-flight events): then it
+        goes to backoff, or is tried at once if one of those events made room for it."""
         events = self._in_flight_events.pop(pod.uid, [])
         entry = self._finish_attempt(pod)
         if entry is None:
             return
         entry.rejected_by = rejected_by
-        for event, helps in events:
-            if helps(entry.pod, rejected_by):
-                self._to_backoff_or_active(entry, event)
+        helping = ((event, fits) for event, helps, fits in events if helps(entry.pod, rejected_by))
+        first = next(helping, None)
+        if first is None:
+            entry.since = self.clock()
+            self._unschedulable.add(pod.uid)
+            self._count(ATTEMPT_FAILURE, "unschedulable")
+            return
+        self._to_backoff_or_active(entry, first[0])
+        if pod.uid not in self._backoff_set:
+            return  # its backoff is over: active already
+        for event, fits in itertools.chain([first], helping):
+            if fits is not None and fits(entry.pod, rejected_by):
+                self._take_now(entry, event)
                 return
-        entry.since = self.clock()
-        self._unschedulable.add(pod.uid)
-        self._count(ATTEMPT_FAILURE, "unschedulable")
 
     def wait_out(self, pod: PodInfo, seconds: float) -> None:
         """Not tried for ``seconds`` (or its own backoff, if longer), then tried whatever
@@ -250,17 +270,42 @@ class SchedulingQueue:
         """Something changed that may help any pod: unschedulable pods go back to be tried."""
         self.move(lambda _pod, _rejected_by: True, event)
 
-    def move(self, helps: Helps, event: str) -> None:
+    def move(self, helps: Helps, event: str, fits: Fits | None = None) -> None:
         """A cluster event (``event`` names it for the metric): the unschedulable pods it
         may help (``helps`` of the pod and the plugins that rejected it) go back to be
-        tried. For pods in flight it is kept, and asked once their attempt fails."""
+        tried. For pods in flight it is kept, and asked once their attempt fails. With
+        ``fits`` (an event on one node), the pods in backoff it says fit there now, those
+        just sent back included, are tried at once whatever their attempts."""
         for uid in self._in_flight:
-            self._in_flight_events.setdefault(uid, []).append((event, helps))
+            self._in_flight_events.setdefault(uid, []).append((event, helps, fits))
         for uid in list(self._unschedulable):
             entry = self._entries[uid]
             if helps(entry.pod, entry.rejected_by):
                 self._unschedulable.discard(uid)
                 self._to_backoff_or_active(entry, event)
+        if fits is not None:
+            self._hasten(fits, event)
+
+    def _hasten(self, fits: Fits, event: str) -> None:
+        """The pods events sent to backoff (not an error's retry, not a gang's wait) that
+        now fit where this event made room: tried at once, asked in queue order, each
+        taking its share of the room before the next is asked."""
+        now = self.clock()
+        waiting = [
+            entry
+            for uid in self._backoff_set
+            if (entry := self._entries[uid]).sent_by != ATTEMPT_FAILURE and entry.ready_at > now
+        ]
+        waiting.sort(key=_order)
+        for entry in waiting:
+            if fits(entry.pod, entry.rejected_by):
+                self._take_now(entry, event)
+
+    def _take_now(self, entry: _Entry, event: str) -> None:
+        """Out of its backoff, into the active queue behind the pods already there."""
+        self._backoff_set.discard(entry.pod.uid)
+        entry.queued_at = self.clock()
+        self._push_active(entry, event)
 
     def is_unschedulable(self, uid: str) -> bool:
         return uid in self._unschedulable

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
+import signal
 import socket
 import ssl
 import tempfile
@@ -18,6 +20,16 @@ from berth.bench.stats import histogram_buckets, histogram_mean, histogram_quant
 
 STOP_GRACE = 15.0
 COLLECTION_HISTOGRAM = "berth_gc_collection_duration_seconds"
+PR_SET_PDEATHSIG = 1  # prctl(2)
+# Looked up here, not between fork and exec, where the loader's lock may be held.
+_PRCTL = ctypes.CDLL(None).prctl
+
+
+def die_with_parent() -> None:
+    """In a side's process before it runs: SIGTERM once the harness is gone, however it
+    went (killed, interrupted mid-trial). A side left running would take the machine's CPU
+    from the next benchmark."""
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -75,7 +87,7 @@ class SideProcess:
     async def start(self) -> None:
         with self.log_path.open("wb") as log:
             self.process = await asyncio.create_subprocess_exec(
-                *self.side.argv, stdout=log, stderr=log
+                *self.side.argv, stdout=log, stderr=log, preexec_fn=die_with_parent
             )
 
     def exited(self) -> bool:

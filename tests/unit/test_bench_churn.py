@@ -14,6 +14,7 @@ from berth.bench.churn import (
     Churn,
     churn_schedule,
     churn_table,
+    late_pods,
 )
 from berth.cli import _bench_refusal, parser
 
@@ -74,3 +75,11 @@ def test_churn_is_refused_with_the_noop_binder_or_another_mode() -> None:
     for other in (["--memory"], ["--collections"], ["--numa"], ["--replot", "c.csv"]):
         assert other[0] in (_bench_refusal(parser().parse_args([*both, *other])) or "")
     assert "positive" in (_bench_refusal(parser().parse_args(["bench", "--churn", "0"])) or "")
+
+
+def test_late_pods_count_the_unbound_and_the_slow_created_early_enough() -> None:
+    created = {"fast": 0.0, "slow": 1.0, "never": 2.0, "too-recent": 55.0}
+    bound = {"fast": 3.0, "slow": 12.5, "too-recent": 70.0}
+    assert late_pods(created, bound, end=60.0) == 2
+    rows = [Churn("berth", 0, 100, 60, 1500, 1200, 2400, 1200, 0, late=7)]
+    assert "late >10s" in churn_table(rows)

@@ -48,6 +48,10 @@ AWAY_SECONDS: Final = 5.0
 """How long a deleted node stays away, or a tainted node tainted."""
 TAINT: Final = {"key": "berth.bench/churn", "value": "", "effect": "NoSchedule"}
 ATTEMPTS: Final = "scheduler_schedule_attempts_total"
+LATE_SECONDS: Final = 10.0
+"""A pod not bound this long after its creation is late: the tail, counted over every pod
+created at least this long before the churn ends, so that a side binding more of the
+large pods late is not judged by them alone (a percentile of bound pods' waits is)."""
 
 
 class Action(StrEnum):
@@ -129,6 +133,8 @@ class Churn:
     """Of them, those that failed in the scheduler itself (a binding refused, say)."""
     waits: tuple[float, ...] = ()
     """Seconds from each churn pod's creation request to the harness seeing it bound."""
+    late: int = 0
+    """Pods created ``LATE_SECONDS`` or more before the end and not bound within that."""
 
     @property
     def wait_p50(self) -> float:
@@ -211,6 +217,7 @@ async def run_churn(
         waits = tuple(
             pods.bound[name] - at for name, at in runner.created.items() if name in pods.bound
         )
+        late = late_pods(runner.created, pods.bound, begin + seconds)
         if process.exited():
             raise TrialError(f"{side.label} exited; see {process.log_path}")
     finally:
@@ -231,12 +238,13 @@ async def run_churn(
         unschedulable,
         errors,
         waits,
+        late,
     )
     say(
         f"  {result.bound} bound of {result.created}, {result.attempts} attempts "
         f"({result.unschedulable} unschedulable, {result.errors} errors): "
         f"{result.attempts_per_binding:.2f} per binding; waits p50 {result.wait_p50:.2f}s "
-        f"p99 {result.wait_p99:.2f}s"
+        f"p99 {result.wait_p99:.2f}s; {result.late} late"
     )
     return result
 
@@ -345,6 +353,16 @@ def _pod(workload: Workload, side: Side, name: str, cpu: str, *, tolerates: bool
     return pod
 
 
+def late_pods(created: dict[str, float], bound: dict[str, float], end: float) -> int:
+    """Of the pods created ``LATE_SECONDS`` or more before ``end``, those not bound within
+    ``LATE_SECONDS`` of their creation (bound later, or not at all)."""
+    return sum(
+        1
+        for name, at in created.items()
+        if at <= end - LATE_SECONDS and bound.get(name, float("inf")) - at > LATE_SECONDS
+    )
+
+
 def churn_table(results: Sequence[Churn]) -> str:
     """Each side's trials: median (range) of pods bound, attempts, attempts per binding."""
     by_side: dict[tuple[str, int], list[Churn]] = {}
@@ -354,7 +372,7 @@ def churn_table(results: Sequence[Churn]) -> str:
         "\nrequeues under churn (plain pods; attempts of every result per pod bound)\n"
         f"{'side':<15}{'nodes':>6}{'seconds':>8}{'created':>8}{'bound':>20}"
         f"{'attempts':>24}{'unschedulable':>24}{'errors':>16}{'attempts per binding':>24}"
-        f"{'wait p50 s':>20}{'wait p99 s':>20}"
+        f"{'wait p50 s':>20}{'wait p99 s':>20}{f'late >{LATE_SECONDS:g}s':>20}"
     ]
     for (side, nodes), rows in by_side.items():
         lines.append(
@@ -366,5 +384,6 @@ def churn_table(results: Sequence[Churn]) -> str:
             f"{Spread.of([r.attempts_per_binding for r in rows]).show(2):>24}"
             f"{Spread.of([r.wait_p50 for r in rows]).show(2):>20}"
             f"{Spread.of([r.wait_p99 for r in rows]).show(2):>20}"
+            f"{Spread.of([float(r.late) for r in rows]).show(0):>20}"
         )
     return "\n".join(lines)

@@ -113,7 +113,8 @@ class RecordingWriter:
 
 def operator(writer: RecordingWriter, members: list[MemberSeen]) -> PodGroups:
     groups = {"team/train": [group(2)]}
-    state = PodGroups(cast(Any, None), cast(Any, groups), cast(Any, {"team/train": members}))
+    state = PodGroups(cast(Any, None), cast(Any, groups), lambda: True)
+    state.members = cast(Any, {"team/train": members})
     state.writer = cast(Any, writer)
     return state
 

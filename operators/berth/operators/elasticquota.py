@@ -1,9 +1,12 @@
 """ElasticQuota operator: ``status.used`` follows the namespace's pods.
 
-Stateless and idempotent: every pod or quota event marks its namespace; the operators'
-worker (:mod:`berth.operators.worker`) recomputes it from two Kopf indices (counted pods'
-requests, quotas by namespace) with :func:`berth.quota.status.desired` and patches a
-quota's status only when it differs.
+Stateless and idempotent: every quota event, and every pod event that changes what a
+namespace's pods count, marks the namespace; the operators' worker
+(:mod:`berth.operators.worker`) recomputes it from two indices (counted pods' requests,
+quotas by namespace) with :func:`berth.quota.status.desired` and patches a quota's status
+only when it differs. Quotas are a Kopf index; pods and nodes come from the informers the
+operators share (:mod:`berth.operators.cluster`), as Kopf's readiness per object is
+quadratic at startup, and nothing is decided before they are listed.
 
 The quota tree is one decision over the whole cluster: a second worker with a single key
 recomputes every tree quota's used, request and runtime from three more indices (tree
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,8 +31,10 @@ from berth import log
 from berth.api.elasticquota import GROUP, VERSION
 from berth.kube.client import api_client
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter
+from berth.operators.cluster import UNLISTED_RETRY, Cluster
+from berth.operators.index import Index
 from berth.operators.registry import REGISTRY
-from berth.operators.worker import Worker
+from berth.operators.worker import Worker, wall_clock
 from berth.podresources import Resources, add, resource_list
 from berth.quota.status import PodRequests, QuotaSeen, desired, quota_seen
 from berth.quota.tree import is_tree_quota
@@ -43,14 +49,13 @@ TREE = "quota-tree"
 logger = log.get(__name__)
 
 
-@kopf.index("pods", registry=REGISTRY)
-async def quota_pods(
-    namespace: str | None, name: str, body: kopf.Body, **_: Any
-) -> dict[str, PodRequests]:
+def quota_pods(body: Mapping[str, Any]) -> dict[str, PodRequests]:
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace")
     requests = requests_if_counted(body)
-    if requests is None or namespace is None:
+    if requests is None or not namespace:
         return {}
-    return {namespace: PodRequests(name, requests)}
+    return {namespace: PodRequests(str(meta.get("name", "")), requests)}
 
 
 @kopf.index(GROUP, VERSION, PLURAL, registry=REGISTRY)
@@ -67,15 +72,13 @@ async def quota_tree_objects(body: kopf.Body, **_: Any) -> dict[str, dict[str, A
     return {TREE: dict(body)} if is_tree_quota(body) else {}
 
 
-@kopf.index("pods", registry=REGISTRY)
-async def quota_tree_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, PodSeen]:
+def quota_tree_pods(body: Mapping[str, Any]) -> dict[str, PodSeen]:
     """Live pods, placed or waiting: a tree quota's request counts the waiting ones too."""
-    seen = pod_seen(body) if namespace is not None else None
+    seen = pod_seen(body)  # None for a pod of no namespace
     return {} if seen is None else {TREE: seen}
 
 
-@kopf.index("nodes", registry=REGISTRY)
-async def quota_tree_nodes(body: kopf.Body, **_: Any) -> dict[str, Resources]:
+def quota_tree_nodes(body: Mapping[str, Any]) -> dict[str, Resources]:
     return {TREE: resource_list((body.get("status") or {}).get("allocatable"))}
 
 
@@ -86,25 +89,37 @@ class QuotaTree:
         self,
         writer: ApiWriter,
         objects: kopf.Index[str, dict[str, Any]],
-        pods: kopf.Index[str, PodSeen],
-        nodes: kopf.Index[str, Resources],
         seen: kopf.Index[str, QuotaSeen],
+        listed: Callable[[], bool],
     ) -> None:
+        """``listed``: both pods and nodes are."""
         self.writer = writer
         self.objects = objects
         self.seen = seen
-        self.pods = pods
-        self.nodes = nodes
+        self.pods = Index(quota_tree_pods)
+        self.nodes = Index(quota_tree_nodes)
+        self.listed = listed
         self.worker = Worker("elasticquota-tree", self.reconcile)
         self._last = -math.inf
 
     def exists(self) -> bool:
         return bool(self.objects.get(TREE, ()))
 
+    def pod_changed(self, kind: str, body: dict[str, Any]) -> None:
+        if self.pods.observe(kind, body) and self.exists():
+            self.worker.mark(TREE)
+
+    def node_changed(self, kind: str, body: dict[str, Any]) -> None:
+        """Marks the tree when a node's allocatable changed (or the node came or went)."""
+        if self.nodes.observe(kind, body) and self.exists():
+            self.worker.mark(TREE)
+
     async def reconcile(self, key: str) -> datetime | None:
         """The whole tree, at most once every ``TREE_MIN_GAP`` seconds: every pod event in
         the cluster marks it, and under churn deciding it back to back took a tenth of the
         process (the events meanwhile are all answered by the next decision)."""
+        if not self.listed():
+            return wall_clock() + UNLISTED_RETRY  # pods not listed yet would count as none
         wait = self._last + TREE_MIN_GAP - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
@@ -141,15 +156,22 @@ class Quotas:
         self,
         api: ApiClient,
         seen: kopf.Index[str, QuotaSeen],
-        pods: kopf.Index[str, PodRequests],
+        pods_listed: Callable[[], bool],
     ) -> None:
         self.api = api
         self.writer = ApiWriter(api)
         self.seen = seen
-        self.pods = pods
+        self.pods = Index(quota_pods)
+        self.pods_listed = pods_listed
         self.worker = Worker("elasticquota", self.reconcile, key_field="namespace")
 
+    def pod_changed(self, kind: str, body: dict[str, Any]) -> None:
+        """Marks the namespace when what its pods count changed."""
+        self.worker.mark_all(self.pods.observe(kind, body))
+
     async def reconcile(self, namespace: str) -> datetime | None:
+        if not self.pods_listed():
+            return wall_clock() + UNLISTED_RETRY  # pods not listed yet would count as none
         for name, status in desired(
             namespace, self.seen.get(namespace, ()), self.pods.get(namespace, ())
         ).items():
@@ -161,17 +183,20 @@ class Quotas:
 @kopf.on.startup(registry=REGISTRY)
 async def start_quotas(memo: kopf.Memo, **kwargs: Any) -> None:
     """Kopf hands the (still filling) indices to startup handlers; they stay live views."""
-    state = Quotas(api_client(memo.configuration), kwargs["quotas"], kwargs["quota_pods"])
+    cluster: Cluster = memo.cluster
+    state = Quotas(api_client(memo.configuration), kwargs["quotas"], cluster.pods.listed)
     memo.elasticquotas = state
-    state.worker.start()
     tree = QuotaTree(
         state.writer,
         kwargs["quota_tree_objects"],
-        kwargs["quota_tree_pods"],
-        kwargs["quota_tree_nodes"],
         kwargs["quotas"],
+        lambda: cluster.pods.listed() and cluster.nodes.listed(),
     )
     memo.quota_tree = tree
+    cluster.pods.subscribe(state.pod_changed)
+    cluster.pods.subscribe(tree.pod_changed)
+    cluster.nodes.subscribe(tree.node_changed)
+    state.worker.start()
     tree.worker.start()
 
 
@@ -184,20 +209,6 @@ async def stop_quotas(memo: kopf.Memo, **_: Any) -> None:
     if state is not None:
         await state.worker.stop()
         await state.api.close()
-
-
-@kopf.on.event("pods", registry=REGISTRY)
-async def pod_changed(namespace: str | None, memo: Any, **_: Any) -> None:
-    if namespace is not None:
-        memo.elasticquotas.worker.mark(namespace)
-    if memo.quota_tree.exists():
-        memo.quota_tree.worker.mark(TREE)
-
-
-@kopf.on.event("nodes", registry=REGISTRY)
-async def node_changed_for_quota_tree(memo: Any, **_: Any) -> None:
-    if memo.quota_tree.exists():
-        memo.quota_tree.worker.mark(TREE)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)

@@ -1,14 +1,16 @@
 """NodeMetric operator: one NodeMetric per Node, its collect policy from ``colocation-config``.
 
-Nodes are a Kopf index (shared with the other operators' node indices); every Node event
-marks that one name, and the operators' worker (:mod:`berth.operators.worker`) recomputes
-it (:func:`berth.slo.lifecycle.desired`) and writes only what differs. NodeMetrics are
-followed by an informer of their own, like the ConfigMap, and mark a name only when what
-the decision reads (the policy, the owning Node) changed: every node agent writes its
-NodeMetric's status once per report interval, and the operator's own patches come back as
-events, a thousand at once after a policy change. Through Kopf, each such event ran two
-handlers and cost the operator twice what its write did, in the same event loop as the
-writes. The ConfigMap is
+Nodes come from the informer the operators share (:mod:`berth.operators.cluster`), into an
+index of what the decision reads of each (its uid and labels); a Node event marks its name
+only when that changed, not on every status heartbeat, and the operators' worker
+(:mod:`berth.operators.worker`) recomputes it (:func:`berth.slo.lifecycle.desired`) and
+writes only what differs. NodeMetrics are followed by an informer of their own, like the
+ConfigMap, and mark a name only when what the decision reads (the policy, the owning Node)
+changed: every node agent writes its NodeMetric's status once per report interval, and the
+operator's own patches come back as events, a thousand at once after a policy change.
+Through Kopf, each such event ran two handlers and cost the operator twice what its write
+did, in the same event loop as the writes. Nothing is decided before both the Nodes and the
+NodeMetrics are listed: a node not listed yet would lose its NodeMetric. The ConfigMap is
 watched in the operator's namespace alone (``BERTH_NAMESPACE``, default ``berth-system``),
 so the operator needs no cluster-wide read of ConfigMaps; a new valid config recomputes
 every node, an invalid one keeps the current policies and is reported by a Warning event on
@@ -20,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import kopf
@@ -32,6 +35,8 @@ from berth.kube.client import api_client
 from berth.kube.events import event_body, post_event
 from berth.kube.watch import Informer
 from berth.kube.write import NODE_METRIC, ApiWriter
+from berth.operators.cluster import UNLISTED_RETRY, Cluster
+from berth.operators.index import Index
 from berth.operators.registry import REGISTRY
 from berth.operators.worker import Worker, wall_clock
 from berth.slo.colocation import CONFIGMAP, ColocationConfig, ColocationConfigError, from_configmap
@@ -44,14 +49,12 @@ COMPONENT = "berth-nodemetric-operator"
 INVALID_CONFIG = "InvalidColocationConfig"
 CONFIG_SYNC_SECONDS = 30.0
 NODEMETRIC_CONCURRENCY = 16
-METRICS_UNLISTED_RETRY = timedelta(seconds=1)
 
 logger = log.get(__name__)
 
 
-@kopf.index("nodes", registry=REGISTRY)
-async def nodemetric_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeSeen]:
-    return {name: node_seen(body)}
+def nodemetric_nodes(body: Mapping[str, Any]) -> dict[str, NodeSeen]:
+    return {str(body["metadata"]["name"]): node_seen(body)}
 
 
 class NodeMetrics:
@@ -61,13 +64,14 @@ class NodeMetrics:
         self,
         api: ApiClient,
         namespace: str,
-        nodes: kopf.Index[str, NodeSeen],
+        nodes_listed: Callable[[], bool],
     ) -> None:
         self.api = api
         self.writer = ApiWriter(api)
         self.core: Any = CoreV1Api(api)
         self.namespace = namespace
-        self.nodes = nodes
+        self.nodes = Index(nodemetric_nodes)
+        self.nodes_listed = nodes_listed
         self.metrics = MetricIndex()
         self._metric_watch = Informer(
             "nodemetrics",
@@ -118,6 +122,11 @@ class NodeMetrics:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.worker.stop()
+
+    def node_changed(self, kind: str, obj: dict[str, Any]) -> None:
+        """A Node event from the shared informer: its name marked when its uid or labels
+        changed (or it came or went)."""
+        self.worker.mark_all(self.nodes.observe(kind, obj))
 
     def _metric_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = self.metrics.observe(kind, obj)
@@ -182,9 +191,10 @@ class NodeMetrics:
         await post_event(self.writer, body)
 
     async def reconcile(self, name: str) -> datetime | None:
-        if not self._metric_watch.settled.is_set():
-            # Until the NodeMetrics are listed, every node would look as if it had none.
-            return wall_clock() + METRICS_UNLISTED_RETRY
+        if not (self._metric_watch.settled.is_set() and self.nodes_listed()):
+            # Until both are listed, a node would look as if it had no NodeMetric, and a
+            # NodeMetric as if its node were gone.
+            return wall_clock() + UNLISTED_RETRY
         node = next(iter(self.nodes.get(name, ())), None)
         metric = self.metrics.seen.get(name)
         change = desired(name, node, metric, self.config)
@@ -204,14 +214,15 @@ class NodeMetrics:
 
 
 @kopf.on.startup(registry=REGISTRY)
-async def start_nodemetrics(memo: kopf.Memo, **kwargs: Any) -> None:
-    """Kopf hands the (still filling) indices to startup handlers; they stay live views."""
+async def start_nodemetrics(memo: kopf.Memo, **_: Any) -> None:
+    cluster: Cluster = memo.cluster
     state = NodeMetrics(
         api_client(memo.configuration),
         os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE,
-        kwargs["nodemetric_nodes"],
+        cluster.nodes.listed,
     )
     memo.nodemetrics = state
+    cluster.nodes.subscribe(state.node_changed)
     await state.start()
 
 
@@ -221,8 +232,3 @@ async def stop_nodemetrics(memo: kopf.Memo, **_: Any) -> None:
     if state is not None:
         await state.stop()
         await state.api.close()
-
-
-@kopf.on.event("nodes", registry=REGISTRY)
-async def node_changed(name: str, memo: Any, **_: Any) -> None:
-    memo.nodemetrics.worker.mark(name)

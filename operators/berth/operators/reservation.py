@@ -1,11 +1,14 @@
 """Reservation operator: expiry, node loss, allocateOnce, owner accounting, garbage collection.
 
-Three Kopf indices hold what it sees: the reservations, the bound pods annotated with the
-reservation they were placed into, and the node names. Every event marks the reservations
-it concerns; the operators' worker (:mod:`berth.operators.worker`) decides them one at a
-time (:func:`berth.reservation.lifecycle.decide`) and writes only what differs. The worker
-also wakes when the earliest expiry or garbage collection comes due, so there is no timer
-per object (Kopf timers would put a finalizer on every reservation).
+Three indices hold what it sees: the reservations (a Kopf index), and, from the pod and node
+informers the operators share (:mod:`berth.operators.cluster`; Kopf's readiness per object
+is quadratic at startup), the bound pods annotated with the reservation they were placed
+into and the node names. Every event marks the reservations it concerns; the operators'
+worker (:mod:`berth.operators.worker`) decides them one at a time
+(:func:`berth.reservation.lifecycle.decide`) and writes only what differs, once pods and
+nodes are listed. The worker also wakes when the earliest expiry or garbage collection
+comes due, so there is no timer per object (Kopf timers would put a finalizer on every
+reservation).
 
 Everything is recomputed from the API, so a restart loses nothing. Every write carries the
 resourceVersion it was decided from: a reservation changed meanwhile (by the scheduler,
@@ -16,6 +19,7 @@ are recorded only after the write they explain succeeded, so none repeats.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -29,6 +33,8 @@ from berth.api.reservation import GROUP, TERMINAL_PHASES, VERSION, Reservation
 from berth.kube.client import api_client
 from berth.kube.events import record
 from berth.kube.write import NODE, POD, RESERVATION, ApiWriter
+from berth.operators.cluster import UNLISTED_RETRY, Cluster
+from berth.operators.index import Index
 from berth.operators.registry import REGISTRY
 from berth.operators.worker import Worker
 from berth.reservation.collection import gc_period
@@ -51,15 +57,13 @@ async def reservation_objects(name: str, body: kopf.Body, **_: Any) -> dict[str,
         return {}
 
 
-@kopf.index("pods", registry=REGISTRY)
-async def reservation_owner_pods(body: kopf.Body, **_: Any) -> dict[str, OwnerPod]:
+def reservation_owner_pods(body: Mapping[str, Any]) -> dict[str, OwnerPod]:
     found = owner_pod(body)
     return {} if found is None else {found[0]: found[1]}
 
 
-@kopf.index("nodes", registry=REGISTRY)
-async def reservation_nodes(name: str, **_: Any) -> dict[str, None]:
-    return {name: None}
+def reservation_nodes(body: Mapping[str, Any]) -> dict[str, None]:
+    return {str(body["metadata"]["name"]): None}
 
 
 class Reservations:
@@ -69,17 +73,33 @@ class Reservations:
         self,
         api: ApiClient,
         objects: kopf.Index[str, Reservation],
-        owners: kopf.Index[str, OwnerPod],
-        nodes: kopf.Index[str, None],
+        listed: Callable[[], bool],
         period: timedelta,
     ) -> None:
+        """``listed``: both pods and nodes are."""
         self.api = api
         self.writer = ApiWriter(api)
         self.objects = objects
-        self.owners = owners
-        self.nodes = nodes
+        self.owners = Index(reservation_owner_pods)
+        self.nodes = Index(reservation_nodes)
+        self.listed = listed
         self.gc_period = period
         self.worker = Worker("reservation", self.reconcile)
+
+    def pod_event(self, kind: str, body: dict[str, Any]) -> None:
+        """Marks the reservation an annotated pod names, and any its owners changed in."""
+        changed = self.owners.observe(kind, body)
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        if ALLOCATED_ANNOTATION in annotations:
+            found = owner_pod(body)
+            if found is not None:
+                changed.add(found[0])
+        self.worker.mark_all(changed)
+
+    def node_event(self, kind: str, body: dict[str, Any]) -> None:
+        self.nodes.observe(kind, body)
+        if kind == "DELETED":
+            self.node_deleted(str(body["metadata"]["name"]))
 
     def node_deleted(self, node: str) -> None:
         """Mark the reservations placed on ``node``."""
@@ -88,6 +108,9 @@ class Reservations:
                 self.worker.mark(name)
 
     async def reconcile(self, name: str) -> datetime | None:
+        if not self.listed():
+            # An owner not listed yet would read as gone, a node as deleted.
+            return self.worker.clock() + UNLISTED_RETRY
         reservation = next(iter(self.objects.get(name, ())), None)
         if reservation is None:
             return None
@@ -171,21 +194,24 @@ class Reservations:
 async def start_reservations(memo: kopf.Memo, **kwargs: Any) -> None:
     """Kopf hands the (still filling) indices to startup handlers; they stay live views.
 
-    The worker decides nothing before an event marks a reservation, and Kopf delivers
-    events only once every index is filled.
+    The worker decides nothing before an event marks a reservation, Kopf delivers
+    events only once its index of reservations is filled, and a decision waits until
+    the pods and nodes are listed.
     """
     try:
         period = gc_period(os.environ)
     except DurationError as err:
         raise kopf.PermanentError(str(err)) from err
+    cluster: Cluster = memo.cluster
     state = Reservations(
         api_client(memo.configuration),
         kwargs["reservation_objects"],
-        kwargs["reservation_owner_pods"],
-        kwargs["reservation_nodes"],
+        lambda: cluster.pods.listed() and cluster.nodes.listed(),
         period,
     )
     memo.reservations = state
+    cluster.pods.subscribe(state.pod_event)
+    cluster.nodes.subscribe(state.node_event)
     state.worker.start()
     logger.info("reservation operator started", gc_period=format_duration(period))
 
@@ -201,16 +227,3 @@ async def stop_reservations(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=REGISTRY)
 async def reservation_event(name: str, memo: Any, **_: Any) -> None:
     memo.reservations.worker.mark(name)
-
-
-@kopf.on.event("pods", annotations={ALLOCATED_ANNOTATION: kopf.PRESENT}, registry=REGISTRY)
-async def reservation_pod_event(body: kopf.Body, memo: Any, **_: Any) -> None:
-    found = owner_pod(body)
-    if found is not None:
-        memo.reservations.worker.mark(found[0])
-
-
-@kopf.on.event("nodes", registry=REGISTRY)
-async def reservation_node_event(type: str | None, name: str, memo: Any, **_: Any) -> None:
-    if type == "DELETED":
-        memo.reservations.node_deleted(name)

@@ -11,6 +11,8 @@ import kopf
 from kubernetes_asyncio.client import Configuration
 
 from berth import log
+from berth.kube.client import api_client
+from berth.operators.cluster import Cluster
 from berth.operators.registry import REGISTRY
 
 # The operator modules; each registers its handlers in REGISTRY when imported.
@@ -57,7 +59,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 async def run_operators(configuration: Configuration, stop: asyncio.Event, **memo: Any) -> None:
     """Run every operator module until ``stop`` is set; ``memo`` is handed to all of them
-    (e.g. the metrics they count into).
+    (e.g. the metrics they count into), with the pods and nodes they share (``cluster``).
 
     Standalone: only the elected leader of ``berth run`` runs the operators, so Kopf's own
     peering is not needed.
@@ -67,10 +69,18 @@ async def run_operators(configuration: Configuration, stop: asyncio.Event, **mem
     # Kopf logs every handled event per object; Berth's handlers log what they change.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logger.info("operators starting", modules=list(OPERATOR_MODULES))
-    await kopf.operator(
-        registry=REGISTRY,
-        clusterwide=True,
-        standalone=True,
-        stop_flag=stop,
-        memo=kopf.Memo(configuration=configuration, **memo),
-    )
+    api = api_client(configuration)
+    cluster = Cluster(api)
+    following = asyncio.create_task(cluster.run(stop), name="operators-cluster")
+    try:
+        await kopf.operator(
+            registry=REGISTRY,
+            clusterwide=True,
+            standalone=True,
+            stop_flag=stop,
+            memo=kopf.Memo(configuration=configuration, cluster=cluster, **memo),
+        )
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await api.close()

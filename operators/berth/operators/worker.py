@@ -1,12 +1,14 @@
 """The worker every operator runs: objects marked by their events, decided one at a time.
 
-An operator's Kopf handlers (and its own informers, where it keeps one) only mark keys (an
-object's name, or a namespace when one decision covers a namespace). The worker calls the
-operator's ``reconcile(key)`` for each marked key, in order, one at a time, and follows
-what came of it:
+Marks come from an operator's Kopf handlers for its custom kinds, from the pod and node
+informers the operators share (:mod:`berth.operators.cluster`), and from its own informers
+where it keeps one; each only marks keys (an object's name, or a namespace when one
+decision covers a namespace). The worker calls the operator's ``reconcile(key)`` for each
+marked key, in order, one at a time, and follows what came of it:
 
 - it returned a time: decide the key again then, when time alone changes the decision
-  (a reservation's expiry), so there is no timer per object;
+  (a reservation's expiry) or what it reads is not listed yet, so there is no timer per
+  object;
 - it raised :class:`~berth.kube.write.Stale` (404 or 409): the object is gone or changed
   since it was read; its watch event marks it again, so it is not retried blindly;
 - it raised anything else: decide it again after a backoff that doubles with each failure

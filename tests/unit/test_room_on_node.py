@@ -167,6 +167,13 @@ class Cluster:
                 self.queue.requeue(frozenset({popped.uid}), "PeriodicCheck")
         return popped
 
+    async def tried(self, refused: PodInfo, *, at_once: bool) -> None:
+        """The refused pod is popped at once, or only when its 4 s backoff ends."""
+        if not at_once:
+            assert await nothing_ready(self.queue)
+            self.clock.advance(4)
+        assert (await pop_now(self.queue)).uid == refused.uid
+
 
 def churn_cluster(waiting_cpu: str) -> Cluster:
     """n1 runs 1 and 2 cpu of its 4; n2 is tainted; the pod waiting fits neither."""
@@ -210,12 +217,7 @@ async def test_a_pod_waiting_out_its_backoff_is_tried_at_once_when_a_deletion_ma
     assert not cluster.queue.is_unschedulable(refused.uid)
     assert await nothing_ready(cluster.queue)
     cluster.events.on_pod("DELETED", pod(deleted, "2" if deleted == "two" else "1", node_name="n1"))
-    if tried_at_once:
-        assert (await pop_now(cluster.queue)).uid == refused.uid
-        return
-    assert await nothing_ready(cluster.queue)
-    cluster.clock.advance(4)
-    assert (await pop_now(cluster.queue)).uid == refused.uid
+    await cluster.tried(refused, at_once=tried_at_once)
 
 
 @pytest.mark.parametrize(("untainted", "tried_at_once"), [("n2", True), ("n3", False)])
@@ -238,12 +240,7 @@ async def test_a_taint_removed_has_a_pod_tried_at_once_only_where_it_now_tolerat
     left = [GPU] if untainted == "n2" else [GPU, edge]
     cluster.events.on_node("MODIFIED", node(untainted, taints=left))
     assert not cluster.queue.is_unschedulable(refused.uid)
-    if tried_at_once:
-        assert (await pop_now(cluster.queue)).uid == refused.uid
-        return
-    assert await nothing_ready(cluster.queue)
-    cluster.clock.advance(4)
-    assert (await pop_now(cluster.queue)).uid == refused.uid
+    await cluster.tried(refused, at_once=tried_at_once)
 
 
 @pytest.mark.parametrize(("deleted", "outcome"), [("two", "at once"), ("one", "unschedulable")])

@@ -44,9 +44,12 @@ def commit(package: Path = PACKAGE_DIR) -> str:
     return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
-def current() -> Version:
+def package_version() -> str:
     try:
-        version = metadata.version("berth")
+        return metadata.version("berth")
     except metadata.PackageNotFoundError:
-        version = "unknown"
-    return Version(version, platform.python_version(), commit())
+        return "unknown"
+
+
+def current() -> Version:
+    return Version(package_version(), platform.python_version(), commit())

@@ -48,9 +48,11 @@ class Server:
         self.statuses: list[int] = []
         self.hits = 0
         self.url = ""
+        self.agents: list[str] = []
 
     async def version(self, request: web.Request) -> web.Response:
         self.hits += 1
+        self.agents.append(request.headers.get("User-Agent", ""))
         status = self.statuses.pop(0) if self.statuses else 200
         return web.json_response({"gitVersion": "v1.36.3"}, status=status)
 
@@ -95,6 +97,17 @@ async def test_a_refusal_is_an_answer(server: Server) -> None:
     async with api_client(configuration(server.url)) as api:
         await wait_for_api(api)
     assert server.hits == 1
+
+
+async def test_requests_name_berth_as_their_agent(server: Server) -> None:
+    """The API server names a write's field manager after the agent's first word: Berth's
+    writes must show as Berth's, not as the generated client's ``OpenAPI-Generator``."""
+    async with api_client(configuration(server.url)) as api:
+        await wait_for_api(api)
+    agent = server.agents[0]
+    assert agent.split("/")[0] == "berth"
+    assert agent == client.user_agent()
+    assert "(linux/" in agent
 
 
 def kubeconfig(tmp_path: Path, server: str) -> str:

@@ -39,16 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from berth.scheduler.cache.podinfo import PodInfo
+from berth.scheduler.queue.inflight import Fits, Helps, InFlight
 
 UNSCHEDULABLE_TIMEOUT = 300.0
 # A pod refused more often than this waits out its backoff even when the loop is idle,
 # unless an event made room for it.
 EARLY_POP_ATTEMPTS = 2
-# Whether a cluster event may help a pod, given the plugins that rejected it.
-Helps = Callable[[PodInfo, frozenset[str]], bool]
-# Whether a pod, given the plugins that rejected it, now fits where an event on one node
-# made room: asked in queue order, each pod it says yes to takes its share of the room.
-Fits = Callable[[PodInfo, frozenset[str]], bool]
 # (event, queue) of a pod entering a queue: kube-scheduler's
 # scheduler_queue_incoming_pods_total, which shows what sends pods back to be tried.
 Incoming = Callable[[str, str], None]
@@ -99,11 +95,10 @@ class SchedulingQueue:
         self._backoff_set: set[str] = set()
         self._unschedulable: set[str] = set()
         self._gated: set[str] = set()
-        self._in_flight: set[str] = set()
-        # The events that arrived while each pod was in flight (label, ``helps`` and
-        # ``fits``): when the attempt fails, those that may help the pod, rejected as it
-        # was, send it back, to be tried at once if one of them made room for it.
-        self._in_flight_events: dict[str, list[tuple[str, Helps, Fits | None]]] = {}
+        # The pods in flight and the events that arrived meanwhile: when an attempt
+        # fails, those that may help the pod, rejected as it was, send it back, to be
+        # tried at once if one of them made room for it.
+        self._in_flight = InFlight()
         self._seq = itertools.count()
         self._wake = asyncio.Event()
 
@@ -163,7 +158,7 @@ class SchedulingQueue:
                             self._push_active(entry, "")
                             continue
                     self._active_set.discard(uid)
-                    self._in_flight.add(uid)
+                    self._in_flight.take_off(uid)
                     return self._entries[uid].pod
             early = self._pop_backoff_early()
             if early is not None:
@@ -193,13 +188,12 @@ class SchedulingQueue:
         if found is None:
             return None
         self._backoff_set.discard(found)
-        self._in_flight.add(found)
+        self._in_flight.take_off(found)
         return self._entries[found].pod
 
     def done(self, uid: str) -> None:
         """Scheduled (assumed and sent to bind): the queue lets go of it."""
         self._in_flight.discard(uid)
-        self._in_flight_events.pop(uid, None)
         self._entries.pop(uid, None)
 
     def take(self, uid: str) -> bool:
@@ -209,14 +203,14 @@ class SchedulingQueue:
             return False
         self._drop_from_areas(uid)
         self._gated.discard(uid)
-        self._in_flight.add(uid)
+        self._in_flight.take_off(uid)
         return True
 
     def unschedulable(self, pod: PodInfo, rejected_by: frozenset[str] = frozenset()) -> None:
         """No node fit. Waits for a helpful event, unless one that may help it, rejected as
         it was, came while it was in flight (kube-scheduler's in-flight events): then it
         goes to backoff, or is tried at once if one of those events made room for it."""
-        events = self._in_flight_events.pop(pod.uid, [])
+        events = self._in_flight.land(pod.uid)
         entry = self._finish_attempt(pod)
         if entry is None:
             return
@@ -252,7 +246,6 @@ class SchedulingQueue:
 
     def _finish_attempt(self, pod: PodInfo) -> _Entry | None:
         self._in_flight.discard(pod.uid)
-        self._in_flight_events.pop(pod.uid, None)
         entry = self._entries.get(pod.uid)
         if entry is None:
             return None  # deleted while in flight
@@ -276,8 +269,7 @@ class SchedulingQueue:
         tried. For pods in flight it is kept, and asked once their attempt fails. With
         ``fits`` (an event on one node), the pods in backoff it says fit there now, those
         just sent back included, are tried at once whatever their attempts."""
-        for uid in self._in_flight:
-            self._in_flight_events.setdefault(uid, []).append((event, helps, fits))
+        self._in_flight.record((event, helps, fits))
         for uid in list(self._unschedulable):
             entry = self._entries[uid]
             if helps(entry.pod, entry.rejected_by):

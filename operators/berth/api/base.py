@@ -3,7 +3,8 @@
 camelCase on the wire and snake_case in Python (aliases, either accepted on input);
 serialized with ``by_alias`` and without ``None`` so that an absent field stays absent
 (the API server treats absent and null differently). Field docstrings become the
-descriptions ``kubectl explain`` shows, so they are written for users.
+descriptions ``kubectl explain`` shows (:mod:`berth.api.docstrings`), so they are written
+for users.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class ApiModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         serialize_by_alias=True,
-        use_attribute_docstrings=True,
         extra="ignore",
     )
 

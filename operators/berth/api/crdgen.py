@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel
 
 from berth.api.base import SERVER_DEFAULT_KEY
+from berth.api.docstrings import DocumentedSchema
 from berth.api.registry import KINDS
 from berth.api.resource import CustomResource, PrinterColumn
 
@@ -53,7 +54,9 @@ class SchemaError(ValueError):
 
 def openapi_schema(model: type[BaseModel]) -> JsonSchema:
     """The structural ``openAPIV3Schema`` of a top-level kind's model."""
-    raw = model.model_json_schema(by_alias=True, mode="validation")
+    raw = model.model_json_schema(
+        by_alias=True, mode="validation", schema_generator=DocumentedSchema
+    )
     defs: dict[str, JsonSchema] = raw.get("$defs", {})
     schema = _translate(raw, defs, "")
     properties = schema.setdefault("properties", {})

@@ -3,13 +3,16 @@ Coscheduling; every other workload's sides as they were."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+import berth.run
 from berth.bench.sides import (
     BERTH,
     INSTALLED,
     KUBE_SCHEDULER,
     berth_plugins,
+    compile_like_the_image,
     kube_plugins,
     make_side,
     scheduler_configuration,
@@ -54,3 +57,12 @@ def test_the_gang_workload_s_sides_run_their_gang_plugins_and_the_others_do_not(
     side(BERTH, ())
     assert "Coscheduling" in gang_config.read_text()
     assert "Coscheduling" not in plain_config.read_text()
+
+
+def test_berth_starts_from_bytecode_as_its_image_does() -> None:
+    """Every module of the package has its bytecode written before the trials, even where
+    the environment tells Python not to write any."""
+    compiled = Path(importlib.util.cache_from_source(berth.run.__file__))
+    compiled.unlink(missing_ok=True)
+    compile_like_the_image()
+    assert compiled.is_file()

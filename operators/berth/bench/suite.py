@@ -21,7 +21,14 @@ from berth.bench.fixture import Fixture, FixtureError, install_crds
 from berth.bench.operatorlag import Lag
 from berth.bench.process import free_port
 from berth.bench.report import Conditions, read_csv, table, write_csv
-from berth.bench.sides import BERTH, INSTALLED, KUBE_SCHEDULER, Side, make_side
+from berth.bench.sides import (
+    BERTH,
+    INSTALLED,
+    KUBE_SCHEDULER,
+    Side,
+    compile_like_the_image,
+    make_side,
+)
 from berth.bench.workloads import WORKLOADS, Workload
 from berth.kube.client import client_from_kubeconfig
 from berth.localcluster.build import Binaries
@@ -231,12 +238,14 @@ def replot(csv_path: Path) -> None:
 def run(plan: Plan, kubeconfig: str, binaries: Binaries, say: Callable[[str], None]) -> Outcome:
     say_plugins(say, plan.sides, plan.workloads)
     install_crds(kubeconfig)
+    compile_like_the_image()
     return asyncio.run(run_plan(plan, kubeconfig, binaries, say))
 
 
 def operator_lag(kubeconfig: str, nodes: int, say: Callable[[str], None]) -> list[Lag]:
     """The operators' delays with ``nodes`` of SchedulingBasic's nodes in the cluster."""
     install_crds(kubeconfig)
+    compile_like_the_image()
 
     async def measure_lag() -> list[Lag]:
         async with await client_from_kubeconfig(kubeconfig) as api:

@@ -90,9 +90,7 @@ class RoomOnNode:
         if framework is None or row is None:
             return False
         if self._nominated is None:
-            self._nominated = [
-                other for node, other in self.view.nominated.values() if node == self.node
-            ]
+            self._nominated = list(self.view.nominated.on(self.node))
         beside = [
             other
             for other in self._nominated

@@ -20,6 +20,7 @@ from typing import Any
 
 from berth import log
 from berth.scheduler.cache.nodetable import NodeTable
+from berth.scheduler.cache.nominations import Nominations
 from berth.scheduler.cache.podinfo import PodInfo
 from berth.scheduler.cache.selectorowners import SelectorOwners
 from berth.scheduler.cache.volumestore import VolumeStore
@@ -39,7 +40,7 @@ class ClusterView:
     # uid -> when the pod was placed on its node (its binding, or our Reserve): what a
     # node's report (NodeMetric, NodeResourceTopology) may not include yet.
     placed_at: dict[str, float] = field(default_factory=dict)
-    nominated: dict[str, tuple[str, PodInfo]] = field(default_factory=dict)
+    nominated: Nominations = field(default_factory=Nominations)
     # Victims whose deletion or eviction the scheduler has had accepted, until the watch
     # shows them gone: terminating, though the watch may not say so yet.
     leaving: set[str] = field(default_factory=set)

@@ -36,8 +36,7 @@ def node_report(view: ClusterView, name: str) -> dict[str, Any] | None:
         "nominated": sorted(
             (
                 {"pod": pod.key, "priority": pod.priority, "requests": pod.requests}
-                for node, pod in view.nominated.values()
-                if node == name
+                for pod in view.nominated.on(name)
             ),
             key=lambda p: str(p["pod"]),
         ),

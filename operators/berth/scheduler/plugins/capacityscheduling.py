@@ -316,8 +316,8 @@ class CapacityScheduling(Plugin):
         event = f"{name} {meta.get('resourceVersion')}"
         if self._nominations_gone[0] != event:  # once per deletion, not per pod asked
             held = any(
-                node == name and (self.tree.quotas or self.ledger.quota_of(other.namespace))
-                for node, other in self.handle.view.nominated.values()
+                self.tree.quotas or self.ledger.quota_of(other.namespace)
+                for other in self.handle.view.nominated.on(name or "")
             )
             if held:
                 self._accounting_version += 1  # what the nominations held counts no more

@@ -80,10 +80,6 @@ def insufficient(
     return Verdict(~failed, tuple(reasons))
 
 
-def _nothing(_: PodInfo) -> bool:
-    return False
-
-
 def insufficient_at(
     state: CycleState,
     pod: PodInfo,
@@ -189,7 +185,6 @@ class NodeResourcesFit(Plugin):
                 )
         # (the ElasticQuota version last looked at, whether any of them is a tree quota)
         self._quotas_seen: tuple[int, bool] = (-1, False)
-        self._nominations: tuple[object, str, list[PodInfo]] | None = None
         # The Reservation last parsed for a hint: one event asks for every rejected pod.
         self._parsed: tuple[dict[str, Any], Reservation] | None = None
 
@@ -236,7 +231,7 @@ class NodeResourcesFit(Plugin):
         gone = object_key(obj) not in self.handle.view.custom.get(RESERVATION, {})
         if not gone and _holding(new) == was:
             return False
-        return self._room_after_leaving(pod, was[0], obj)
+        return self._room_after_leaving(pod, was[0])
 
     def _may_own(self, pod: PodInfo, obj: dict[str, Any]) -> bool:
         parsed = self._parsed
@@ -258,9 +253,9 @@ class NodeResourcesFit(Plugin):
         node = old.node_name if old is not None else ""
         if not node:
             return True
-        return self._room_after_leaving(pod, node, old)
+        return self._room_after_leaving(pod, node)
 
-    def _room_after_leaving(self, pod: PodInfo, node: str, event: object) -> bool:
+    def _room_after_leaving(self, pod: PodInfo, node: str) -> bool:
         """Whether room freed on ``node`` can help the pod: it fits there with every pod
         some preemption could take for it gone, or it is the pod's nominated node. A pod
         whose victims still leave its nominated node preempts nothing meanwhile (not
@@ -274,41 +269,38 @@ class NodeResourcesFit(Plugin):
             return True
         held = view.nominated.get(pod.uid)
         nominated = held[0] if held is not None else pod.nominated_node
-        evictable = self._evictable(pod)
-        if nominated and self._victims_leave(nominated, pod):
-            evictable = _nothing
-        elif node == nominated:
-            return True
-        kept = [other for other in nodes.pods[row].values() if not evictable(other)]
         # Room the node holds for preemptors nominated there that rank with the pod or
         # above stays theirs (else every node whose victims were gone looked free to every
         # waiting preemptor until its own preemptor bound).
-        kept += [
+        beside = [
             other
-            for other in self._nominated_on(node, event)
-            if other.uid != pod.uid and other.priority >= pod.priority and not evictable(other)
+            for other in view.nominated.on(node)
+            if other.uid != pod.uid and other.priority >= pod.priority
         ]
-        need = {**pod.requests, PODS: 1}
-        for resource, amount in need.items():
+        kept: list[PodInfo] | None = None  # None: every pod on the node stays
+        if nominated and self._victims_leave(nominated, pod):
+            pass
+        elif node == nominated:
+            return True
+        else:
+            evictable = self._evictable(pod)
+            kept = [other for other in nodes.pods[row].values() if not evictable(other)]
+            beside = [other for other in beside if not evictable(other)]
+        for resource, amount in {**pod.requests, PODS: 1}.items():
             col = nodes.columns.get(resource)
             if col is None:
                 return True  # a resource no node has reported yet: not this hint's call
             if resource == PODS:
-                used = len(kept)
+                used = len(beside) + (nodes.requested.item(row, col) if kept is None else len(kept))
             else:
-                used = sum(other.requests.get(resource, 0) for other in kept)
-            if nodes.allocatable[row, col] - used < amount:
+                used = sum(other.requests.get(resource, 0) for other in beside)
+                if kept is None:
+                    used += nodes.requested.item(row, col)
+                else:
+                    used += sum(other.requests.get(resource, 0) for other in kept)
+            if nodes.allocatable.item(row, col) - used < amount:
                 return False
         return True
-
-    def _nominated_on(self, node: str, event: object) -> list[PodInfo]:
-        """The pods nominated to ``node``, found once per event (every waiting pod is asked
-        about the same one)."""
-        cached = self._nominations
-        if cached is None or cached[0] is not event or cached[1] != node:
-            nominees = [p for n, p in self.handle.view.nominated.values() if n == node]
-            cached = self._nominations = (event, node, nominees)
-        return cached[2]
 
     def _victims_leave(self, node: str, pod: PodInfo) -> bool:
         """Whether a victim of a preemption is leaving ``node``: one the scheduler has had

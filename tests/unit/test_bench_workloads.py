@@ -117,6 +117,15 @@ def test_every_pod_is_the_pause_container_of_its_template_s_cpu_and_500Mi() -> N
             assert requests["memory"] == 500 * 2**20
 
 
+def test_preemption_victims_go_at_once_as_scheduler_perf_s_do() -> None:
+    """pod-low-priority.yaml sets no grace: a victim's deletion removes it, where 30 s of
+    grace would leave the workload timing kwok's final deletions, not the scheduler."""
+    victim = WORKLOADS["PreemptionBasic"].init_pod(0, 1, scheduler="x")
+    assert victim["spec"]["terminationGracePeriodSeconds"] == 0
+    preemptor = WORKLOADS["PreemptionBasic"].measured_pod(0, "x")
+    assert "terminationGracePeriodSeconds" not in preemptor["spec"]
+
+
 def test_the_cycle_alone_keeps_one_anti_affinity_pod_per_node() -> None:
     """The in-process run of a workload schedules its measured pods with the plugins'
     decisions: on 10 nodes, 3 bound and 6 measured anti-affinity pods all fit; with 4

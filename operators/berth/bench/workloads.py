@@ -126,8 +126,9 @@ TEMPLATES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
     ),
     # gangscheduling/templates/gang-pod.yaml (its PodGroup is set by the workload)
     "gang": ({}, {}),
-    # pod-low-priority.yaml, pod-high-priority.yaml, pod-large-cpu.yaml (their cpu: CPU)
-    "low-priority": ({}, {}),
+    # pod-low-priority.yaml, pod-high-priority.yaml, pod-large-cpu.yaml (their cpu: CPU);
+    # the preemption victims of the first go at once when deleted, no kubelet to wait for
+    "low-priority": ({}, {"terminationGracePeriodSeconds": 0}),
     "high-priority": ({}, {"priorityClassName": HIGH_PRIORITY_CLASS}),
     "large-cpu": ({}, {}),
 }

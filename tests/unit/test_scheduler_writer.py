@@ -5,6 +5,7 @@ decisions before explanations in the shared rate limit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
 
 import pytest
@@ -264,3 +265,42 @@ async def test_of_explanations_waiting_for_a_token_only_the_pods_latest_is_writt
     writer.forget(gone.uid)
     await asyncio.gather(*waiting)
     assert written == [("p", "0/5 nodes are available.")]
+
+
+class SlowEvents:
+    """An API server that takes 50 ms to store each event, counting those in flight."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.created = 0
+        self.in_flight = 0
+        self.most = 0
+        self.all_in = asyncio.Event()
+
+    async def create(self, kind: Any, body: Json, *, namespace: str | None = None) -> Json:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0.05)
+        self.in_flight -= 1
+        self.created += 1
+        if self.created == self.expected:
+            self.all_in.set()
+        return body
+
+
+async def test_events_are_written_many_at_once_so_a_slow_api_server_leaves_none_behind() -> None:
+    """Two at a time, a busy API server left thousands of events waiting (minutes late,
+    or dropped); kube-scheduler writes each in its own goroutine."""
+    api = SlowEvents(200)
+    writer = Writer(cast(ApiClient, None), "test", qps=5000, burst=5000)
+    writer.api = cast(Any, api)
+    for i in range(200):
+        writer.event(pod(f"p{i}", "1"), "Pod", "Scheduled", "assigned")
+    stop = asyncio.Event()
+    sending = asyncio.create_task(writer.send_events(stop))
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(api.all_in.wait(), timeout=5)
+    stop.set()
+    await sending
+    assert api.created == 200
+    assert api.most >= 16

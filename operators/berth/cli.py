@@ -7,13 +7,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from berth.image.spec import ImageError
 from berth.kube.client import ConnectError
 from berth.localcluster.build import BuildError, ensure_built
-from berth.localcluster.cluster import LocalCluster
 from berth.localcluster.errors import ClusterError
 from berth.localcluster.kubectl import KubectlError
+
+if TYPE_CHECKING:  # the local cluster (and its certificates' library) is not `run`'s
+    from berth.localcluster.cluster import LocalCluster
 
 
 def say(message: str) -> None:
@@ -23,6 +26,8 @@ def say(message: str) -> None:
 
 
 def _cluster(args: argparse.Namespace) -> int:
+    from berth.localcluster.cluster import LocalCluster
+
     cluster = LocalCluster.default()
     if args.action == "build":
         ensure_built(say)
@@ -202,6 +207,8 @@ def _bench(args: argparse.Namespace) -> int:
         bound_per_node=args.bound_per_node,
         feature_objects=not args.without_objects,
     )
+    from berth.localcluster.cluster import LocalCluster
+
     cluster = LocalCluster.default()
     binaries = ensure_built(say)
     started = not cluster.is_up()

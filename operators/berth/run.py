@@ -24,7 +24,6 @@ from berth import log
 from berth.api.duration import parse_duration
 from berth.descheduler import config as descheduler_config
 from berth.descheduler.config import DeschedulerSettings
-from berth.descheduler.service import Balancer
 from berth.health import HealthServer, Progress
 from berth.kube import collector
 from berth.kube.client import api_client, fence_writes, load_configuration, wait_for_api
@@ -267,6 +266,8 @@ def _components(
                 migration_args=descheduling.migration,
             )
             if descheduling.low_node_load is not None:
+                from berth.descheduler.service import Balancer
+
                 balancer = Balancer(api, descheduling.low_node_load, descheduling)
                 components["descheduler"] = balancer.run(inner)
         if scheduler is not None:

@@ -429,6 +429,8 @@ class ReservationBook:
 
         A preemptor's own Reservation already holds the room its victims free, so its
         nomination must not hold that room a second time."""
+        if not self.held:
+            return {}  # asked for every nominated pod in every attempt: a thousand, often
         facts = None
         best: Resources = {}
         for held in self.held.values():

@@ -83,28 +83,27 @@ def _parts_at(state: CycleState, nodes: NodeTable, row: int, cols: tuple[int, ..
     cache: dict[int, tuple[int, tuple[int, ...], RowParts]] = state.data.setdefault(
         ROW_PARTS_KEY, {}
     )
-    version = int(nodes.row_versions[row])
+    version = nodes.row_versions.item(row)
     found = cache.get(row)
     if found is not None and found[0] == version and found[1] is cols:
         return found[2]
-    width = nodes.allocatable.shape[1]
-    picked = list(cols)
-    used = nodes.requested[row, picked]
+    # Plain reads of a few cells: fancy indexing and tolist cost more than the row is worth.
+    allocatable, requested = nodes.allocatable, nodes.requested
+    used = [requested.item(row, c) for c in cols]
     if state.withheld is not None:
-        used = used + _row(state.withheld, row, width)[picked]
-    held = None if state.nominated is None else _row(state.nominated, row, width)[picked]
-    released = None if state.released is None else _row(state.released, row, width)[picked]
+        used = [u + _cell(state.withheld, row, c) for u, c in zip(used, cols, strict=True)]
+    nominated, released = state.nominated, state.released
     parts: RowParts = (
-        nodes.allocatable[row, picked].tolist(),
-        used.tolist(),
-        None if held is None else held.tolist(),
-        None if released is None else released.tolist(),
+        [allocatable.item(row, c) for c in cols],
+        used,
+        None if nominated is None else [_cell(nominated, row, c) for c in cols],
+        None if released is None else [_cell(released, row, c) for c in cols],
     )
     if state.judges_without:
         cache[row] = (version, cols, parts)
     return parts
 
 
-def _row(table: Ints, row: int, width: int) -> Ints:
-    out: Ints = padded(table[row : row + 1], width)[0]
-    return out
+def _cell(table: Ints, row: int, col: int) -> int:
+    """A per-row table's cell; 0 in a column it was built without (see ``padded``)."""
+    return table.item(row, col) if col < table.shape[1] else 0

@@ -12,6 +12,7 @@ the plugins that rejected it in that attempt, say it may help.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -664,3 +665,25 @@ async def test_where_says_the_area_attempts_and_pods_ahead(
     assert queue.sent_by(first.uid) == "NodeAdd", "what sent it back, not BackoffComplete"
     assert queue.where("default", "c")["ahead"] == 1  # type: ignore[index]
     assert queue.where("default", "gone") is None
+
+
+async def test_the_events_seen_in_flight_are_asked_newest_first(queue: SchedulingQueue) -> None:
+    """A preemptor in flight while its victims are deleted sees hundreds of deletions on
+    other nodes, then its own victims' last: the newest is asked first, and alone, and the
+    room it made takes the preemptor at once."""
+    queue.add(pending("preemptor"))
+    popped = await pop_now(queue)
+    asked: list[int] = []
+
+    def on_node(i: int) -> Callable[[PodInfo, frozenset[str]], bool]:
+        def helps(pod: PodInfo, rejected_by: frozenset[str]) -> bool:
+            asked.append(i)
+            return i == 499  # its own node's victim, deleted last
+
+        return helps
+
+    for i in range(500):
+        queue.move(on_node(i), "AssignedPodDelete", on_node(i))
+    queue.unschedulable(popped, frozenset({"NodeResourcesFit"}))
+    assert asked == [499, 499]  # helps, then fits
+    assert (await pop_now(queue)).uid == popped.uid

@@ -215,7 +215,10 @@ class SchedulingQueue:
         if entry is None:
             return
         entry.rejected_by = rejected_by
-        helping = ((event, fits) for event, helps, fits in events if helps(entry.pod, rejected_by))
+        # Newest first: any one that helps will do, and a preemptor's own victims, whose
+        # leaving is what it waits for, leave last (it scanned hundreds of others first).
+        newest_first = reversed(events)
+        helping = ((e, fits) for e, helps, fits in newest_first if helps(entry.pod, rejected_by))
         first = next(helping, None)
         if first is None:
             entry.since = self.clock()

@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from berth import log
 from berth.api.base import format_time
 from berth.gang.workload import with_condition
+from berth.kube.client import api_client
 from berth.kube.events import event_body
 from berth.kube.write import (
     EVENT,
@@ -45,11 +46,12 @@ CONFLICT_RETRIES = 5  # client-go's retry.DefaultRetry steps
 
 # Whether a decision made from an earlier version of a reservation holds for the stored one.
 Still = Callable[[dict[str, Any]], bool]
-# Events written at once. kube-scheduler's broadcaster writes each in a goroutine of its
-# own; two at a time fell minutes behind whenever the API server was busy (a PreemptionBasic
-# run had written 459 of its 5000 events when the last pod bound; a long churn dropped
-# thousands), which also spared the API server work kube-scheduler's runs pay for.
-EVENT_WORKERS = 32
+# Events written at once, over a connection pool of their own. kube-scheduler's broadcaster
+# writes each in a goroutine of its own, through an events client of its own; two at a time
+# fell minutes behind whenever the API server was busy (a PreemptionBasic run had written 459
+# of its 5000 events when the last pod bound; a long churn dropped thousands), and 32 over
+# the decisions' pool still left a fifth of a backlog's events for after its last binding.
+EVENT_WORKERS = 64
 EVENT_QUEUE_SIZE = 10000  # beyond this, events are dropped (logged), never decisions
 
 
@@ -120,6 +122,8 @@ class TokenBucket:
 class Writer:
     def __init__(self, api: ApiClient, component: str, qps: float = 50, burst: int = 100) -> None:
         self.api = ApiWriter(api)
+        self._client: ApiClient | None = api
+        self._events_api: ApiWriter | None = None  # while send_events runs
         self.component = component
         self.instance = f"{component}-{uuid.uuid4().hex[:8]}"
         self.bucket = TokenBucket(qps, burst)
@@ -334,7 +338,10 @@ class Writer:
         self._pending_events.put_nowait((obj, kind, reason, message, warning, api_version))
 
     async def send_events(self, stop: asyncio.Event) -> None:
-        """The event workers; run until ``stop`` is set."""
+        """The event workers, over a client of their own (no binding waits behind an event
+        for a connection); run until ``stop`` is set."""
+        own = api_client(self._client.configuration) if self._client is not None else None
+        self._events_api = ApiWriter(own) if own is not None else None
 
         async def worker() -> None:
             while True:
@@ -351,6 +358,9 @@ class Writer:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            self._events_api = None
+            if own is not None:
+                await own.close()
 
     async def _send_event(
         self,
@@ -367,12 +377,13 @@ class Writer:
         seen = self._events.setdefault(str(meta.get("uid")), {})
         key = (reason, message)
         timestamp = now()
+        api = self._events_api or self.api
         try:
             await self.event_bucket.take()
             previous = seen.get(key)
             if previous is not None:
                 name, count = previous
-                await self.api.patch(
+                await api.patch(
                     EVENT,
                     name,
                     {"count": count + 1, "lastTimestamp": timestamp},
@@ -398,7 +409,7 @@ class Writer:
             body["reportingComponent"] = self.component
             body["reportingInstance"] = self.instance
             name = body["metadata"]["name"]
-            await self.api.create(EVENT, body, namespace=namespace)
+            await api.create(EVENT, body, namespace=namespace)
             seen[key] = (name, 1)
         except ApiException as err:
             # Events explain; they never decide. A lost event is logged, not retried.

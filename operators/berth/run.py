@@ -68,7 +68,7 @@ def run_command(
     descheduler_config: str | None = None,
 ) -> list[str]:
     """The command line of ``berth run`` in a process of its own (health on any free port)."""
-    argv = [sys.executable, "-m", "berth.cli", "run"]
+    argv = [sys.executable, "-m", "berth.entry", "run"]
     argv += [] if operators else ["--no-operators"]
     argv += [] if scheduler else ["--no-scheduler"]
     argv += [f"--kubeconfig={kubeconfig}", "--health-address=127.0.0.1:0"]

@@ -96,7 +96,8 @@ async def test_a_high_priority_gang_evicts_lower_pods_and_is_bound_whole(scene: 
     for name in lows:
         assert await gone_or_leaving(pods, name)
         [event] = await pods.events(name, "Preempted")
-        assert event.message.startswith(f"Preempted by PodGroup {namespace}/train (pod ")
+        assert event.message.startswith("Preempted by pod ")
+        assert f": for PodGroup {namespace}/train (pod {namespace}/train-" in event.message
 
 
 async def test_a_gang_whose_quorum_would_not_fit_evicts_nothing_and_says_why(

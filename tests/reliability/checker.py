@@ -110,6 +110,7 @@ from tests.reliability.quota_invariants import (
     children_min_over_parent,
     in_tree,
     is_parent,
+    preemptor_of,
     quota_of,
     reclaim_victim,
     reclaim_without_reservation,
@@ -1253,12 +1254,7 @@ class Checker:
             if snap.taken_at < due:
                 continue  # its window is not over yet
             self._judged_events.add(uid)
-            message = event.get("message") or ""
-            words = message.split()
-            # "Preempted by pod <uid> on node <node>"
-            preemptor_uid = (
-                words[3] if len(words) > 3 and words[:3] == ["Preempted", "by", "pod"] else ""
-            )
+            preemptor_uid = preemptor_of(event)
             victim = self._pods.get(victim_uid)
             preemptor = self._pods.get(preemptor_uid)
             if victim is None or preemptor is None:

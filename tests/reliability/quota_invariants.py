@@ -220,8 +220,9 @@ def _event_time(event: Obj) -> float | None:
     return epoch(_meta(event).get("creationTimestamp"))
 
 
-def _preemptor_of(event: Obj) -> str:
-    """The preemptor's uid in "Preempted by pod <uid> on node <node>"."""
+def preemptor_of(event: Obj) -> str:
+    """The preemptor's uid in "Preempted by pod <uid> on node <node>" (kube-scheduler's
+    words, which a gang's preemption says first too); empty in any other message."""
     words = (event.get("message") or "").split()
     return words[3] if len(words) > 3 and words[:3] == ["Preempted", "by", "pod"] else ""
 
@@ -247,7 +248,7 @@ def reclaim_without_reservation(
         victim = victims.get((event.get("involvedObject") or {}).get("uid", ""))
         if victim is None or not reclaim_victim(victim):
             continue
-        preemptor = _preemptor_of(event)
+        preemptor = preemptor_of(event)
         when = _event_time(event)
         made = [
             created

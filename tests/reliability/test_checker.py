@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from berth.gang.preemption import Victim, evicted_for
 from tests.reliability import watches
 from tests.reliability.checker import SLACK, Checker, Snapshot
 from tests.reliability.gang_invariants import (
@@ -24,7 +25,7 @@ from tests.reliability.gang_invariants import (
 from tests.reliability.load_invariants import EXPIRATION_SECONDS, LAG, LoadJudge, loaded
 from tests.reliability.numa_invariants import NumaJudge
 from tests.reliability.objects import clock
-from tests.reliability.quota_invariants import PREEMPTOR
+from tests.reliability.quota_invariants import PREEMPTOR, preemptor_of
 
 SCHEDULER = "rl"
 
@@ -1142,3 +1143,16 @@ def test_a_hot_or_expired_report_keeps_a_node_from_taking_a_waiting_pod() -> Non
     snap.metrics = {"n1": metric("n1", T0 + 50, "1")}
     checker.check(snap)
     assert checker.placeable == ["pod free/p (n1 has cpu 8, pods 110)"]
+
+
+def test_a_gang_preemptions_event_names_its_preemptor_as_a_single_preemptors_does() -> None:
+    """The checker judges an eviction by the preemptor its event names: a gang's says
+    kube-scheduler's words first, so its reclaims are judged (not read as "pod ?")."""
+    single = {"message": "Preempted by pod uid-p on node n1"}
+    assert preemptor_of(single) == "uid-p"
+    here = Victim("uid-v", "free/v", "n1", 0, 0.0, "")
+    whole = Victim("uid-w", "free/w", "n2", 0, 0.0, "free/lo")
+    for victim in (here, whole):
+        message = evicted_for("PodGroup ta/g", "ta/g-0", "uid-g0", "n1", victim)
+        assert preemptor_of({"message": message}) == "uid-g0", message
+    assert preemptor_of({"message": "Evicted for reasons of its own"}) == ""

@@ -73,11 +73,12 @@ def test_the_messages_name_the_gang_and_the_victims() -> None:
         "preemption: PodGroup default/hi does not preempt: with every pod it may evict gone, "
         "2 of the 3 members it needs fit; default/m2: no room; nothing is evicted"
     )
-    assert evicted_for("PodGroup default/hi", "default/m0", "n1", victims[0]) == (
-        "Preempted by PodGroup default/hi (pod default/m0) on node n1"
+    assert evicted_for("PodGroup default/hi", "default/m0", "u0", "n1", victims[0]) == (
+        "Preempted by pod u0 on node n1: for PodGroup default/hi (pod default/m0)"
     )
-    assert evicted_for("PodGroup default/hi", "default/m0", "n1", victims[1]) == (
-        "Preempted by PodGroup default/hi (pod default/m0): its gang default/lo is evicted whole"
+    assert evicted_for("PodGroup default/hi", "default/m0", "u0", "n1", victims[1]) == (
+        "Preempted by pod u0 on node n1: for PodGroup default/hi (pod default/m0); "
+        "its gang default/lo is evicted whole"
     )
 
 
@@ -120,7 +121,12 @@ async def test_a_gang_that_does_not_fit_evicts_lower_priority_pods_and_is_bound_
     assert "preemption: PodGroup default/hi preempts 3 lower-priority pods (" in why
     preempted = loop.writer.events("Preempted")
     assert len(preempted) == 3
-    assert all(m.startswith("Preempted by PodGroup default/hi (pod default/hi-") for m in preempted)
+    uids = {m["metadata"]["uid"]: m["metadata"]["name"] for m in members}
+    for message in preempted:  # kube-scheduler's words: the preemptor's uid and node first
+        words = message.split()
+        assert words[:3] == ["Preempted", "by", "pod"], message
+        assert words[3] in uids, message
+        assert f": for PodGroup default/hi (pod default/{uids[words[3]]})" in message
     for raw in lows:
         loop.parts.events.on_pod("DELETED", raw)
     await drain(loop)

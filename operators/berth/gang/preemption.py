@@ -117,8 +117,10 @@ def still_leaving(title: str, victims: Sequence[str]) -> str:
     return f"preemption: {title} waits for the pods it preempted to leave: {shown}"
 
 
-def evicted_for(title: str, member: str, node: str, victim: Victim) -> str:
-    """The Preempted event on a victim: which gang, for which member, on which node."""
+def evicted_for(title: str, member: str, uid: str, node: str, victim: Victim) -> str:
+    """The Preempted event on a victim, in kube-scheduler's words first (the preemptor's
+    uid and node, as tools that read the event expect them), then which gang and member."""
+    said = f"Preempted by pod {uid} on node {node}: for {title} (pod {member})"
     if victim.node != node:
-        return f"Preempted by {title} (pod {member}): its gang {victim.gang} is evicted whole"
-    return f"Preempted by {title} (pod {member}) on node {node}"
+        return f"{said}; its gang {victim.gang} is evicted whole"
+    return said

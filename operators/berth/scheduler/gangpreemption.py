@@ -358,7 +358,7 @@ async def _evict(eviction: Eviction, gang: Gang) -> None:
             victim.raw,
             "Pod",
             "Preempted",
-            evicted_for(gang.title, member.key, eviction.node, eviction.fact),
+            evicted_for(gang.title, member.key, member.uid, eviction.node, eviction.fact),
         )
     eviction.policy.evicted(victim)
     logger.info(

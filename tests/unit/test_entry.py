@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from berth.run import run_command
 
@@ -31,11 +32,11 @@ print(json.dumps({
 """
 
 
-def probe(way: str) -> dict[str, object]:
+def probe(way: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", PROBE, way], capture_output=True, text=True, check=True, timeout=60
     )
-    result: dict[str, object] = json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 

@@ -47,6 +47,25 @@ async def test_a_list_leaves_the_collector_as_it_found_it(unfrozen: None) -> Non
     assert gc.isenabled()
 
 
+async def test_a_first_list_is_frozen_before_the_collector_is_on_again(
+    monkeypatch: pytest.MonkeyPatch, unfrozen: None
+) -> None:
+    """Left in the youngest generation, the objects a list made would all be walked by the
+    first collection after it."""
+    monkeypatch.setattr(collector, "_freezing", True)
+    listed: list[dict[str, Any]] = []
+
+    async def pods(**_: Any) -> Response:
+        return listing("10", *(pod(f"p{i}", "5") for i in range(2000)))
+
+    await Informer("pods", pods, lambda _, obj: listed.append(obj))._list()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 2000 * 5, "every listed pod's dicts are frozen"
+    assert len(listed) == 2000
+    collector.synced()
+    assert not collector._freezing, "the view synced: later lists are not frozen"
+
+
 def _count(metrics: collector.CollectionMetrics, generation: str) -> float:
     value = metrics.registry.get_sample_value(
         "berth_gc_collection_duration_seconds_count", {"generation": generation}

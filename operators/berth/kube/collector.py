@@ -54,7 +54,12 @@ def synced() -> None:
 @contextlib.contextmanager
 def paused_for_list() -> Iterator[None]:
     """The collector off while a list is read, and on again once the last one is done, as
-    it was before the first."""
+    it was before the first.
+
+    With a freeze still to come, what the lists built is frozen before the collector is on
+    again: every object made while it was off is still in the youngest generation, and the
+    first allocation after would walk them all (0.15 s at 1000 nodes and 12,000 pods, on
+    the way to the first binding) only to move them up a generation."""
     global _lists_under_way, _was_enabled
     if _lists_under_way == 0:
         _was_enabled = gc.isenabled()
@@ -64,8 +69,11 @@ def paused_for_list() -> Iterator[None]:
         yield
     finally:
         _lists_under_way -= 1
-        if _lists_under_way == 0 and _was_enabled:
-            gc.enable()
+        if _lists_under_way == 0:
+            if _freezing:
+                gc.freeze()
+            if _was_enabled:
+                gc.enable()
 
 
 class CollectionMetrics:

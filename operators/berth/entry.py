@@ -7,6 +7,9 @@ nearly nothing: 0.1-0.15 s of the scheduler's 1.0 s of imports, on the path of e
 restart and failover. The imports are made with the collector off; what they built is then
 frozen (out of the collector's generations, as the view is once synced: see
 berth.kube.collector) and the collector is switched on again before the command runs.
+
+For ``berth run`` with its scheduler, the list of every pod is asked for before the imports
+(berth.kube.earlylist): the API server prepares it while they run.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import gc
 import importlib
 import sys
 from collections.abc import Sequence
+
+from berth.kube import earlylist
 
 # What `berth run` imports once its arguments are read: imported here, under the pause,
 # since its start is what a failover or a rollout waits on.
@@ -38,6 +43,7 @@ def imported(argv: Sequence[str]) -> None:
 
 def main() -> int:
     argv = sys.argv[1:]
+    earlylist.start(argv)
     imported(argv)
     from berth.cli import main as command
 

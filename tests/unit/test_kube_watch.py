@@ -17,7 +17,8 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.api.base import format_time
-from berth.kube.watch import LIST_PAGE, Informer
+from berth.kube.earlylist import LIST_PAGE
+from berth.kube.watch import Informer
 
 
 def pod(name: str, version: str, **extra: Any) -> dict[str, Any]:

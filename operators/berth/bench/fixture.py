@@ -24,7 +24,7 @@ from berth.bench.workloads import (
     Workload,
 )
 from berth.kube.client import checked, succeeded
-from berth.kube.watch import LIST_PAGE
+from berth.kube.earlylist import LIST_PAGE
 from berth.kube.write import (
     NODE,
     POD,

@@ -27,6 +27,7 @@ from berth import log
 from berth.api.base import epoch_seconds
 from berth.kube.client import checked
 from berth.kube.collector import paused_for_list
+from berth.kube.earlylist import LIST_PAGE, EarlyList
 
 logger = log.get(__name__)
 
@@ -40,7 +41,6 @@ DelayObserver = Callable[[float], None]
 
 WATCH_TIMEOUT_SECONDS = 300
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
-LIST_PAGE = 500
 
 
 @dataclass
@@ -88,12 +88,20 @@ class Informer:
     """Keeps a consumer in step with one kind of object."""
 
     def __init__(
-        self, kind: str, call: ListCall, handler: Handler, *, drop_managed_fields: bool = False
+        self,
+        kind: str,
+        call: ListCall,
+        handler: Handler,
+        *,
+        drop_managed_fields: bool = False,
+        early: EarlyList | None = None,
     ) -> None:
         self.kind = kind
         self.call = call
         self.handler = handler
         self.drop_managed_fields = drop_managed_fields
+        # The first list's pages, asked for as the process started (berth.kube.earlylist).
+        self.early = early
         self.known: dict[str, dict[str, Any]] = {}
         self.synced = asyncio.Event()
         # Listed, or the server answered that it does not serve the kind (a CRD not
@@ -158,6 +166,15 @@ class Informer:
             await self._read_and_dispatch()
 
     async def _page(self, token: str) -> dict[str, Any]:
+        if self.early is not None:
+            read = await asyncio.wrap_future(self.early.page(token))
+            if read is not None:
+                page, following = read
+                early_body: dict[str, Any] = orjson.loads(page)
+                if ((early_body.get("metadata") or {}).get("continue") or "") != following:
+                    self._drop_early()  # the reader went on from another token
+                return early_body
+            self.early = None
         paging: dict[str, Any] = {"limit": LIST_PAGE}
         if token:
             paging["_continue"] = token
@@ -165,8 +182,15 @@ class Informer:
         body: dict[str, Any] = orjson.loads(await response.read())
         return body
 
+    def _drop_early(self) -> None:
+        if self.early is not None:
+            self.early.close()
+            self.early = None
+
     async def _read_and_dispatch(self) -> None:
         first = not self.known and not self.synced.is_set()
+        if not first:
+            self._drop_early()
         items: list[dict[str, Any]] = []
         coming: asyncio.Task[dict[str, Any]] | None = asyncio.ensure_future(self._page(""))
         try:
@@ -187,6 +211,7 @@ class Informer:
                 else:
                     items.extend(page)
         finally:
+            self._drop_early()  # one list only: a relist asks the server
             if coming is not None and not coming.done():
                 coming.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -28,7 +28,7 @@ from berth import log
 from berth.api import KINDS, elasticquota
 from berth.gang import workload
 from berth.health import Heartbeat
-from berth.kube import collector
+from berth.kube import collector, earlylist
 from berth.kube.watch import Informer
 from berth.kube.write import ELASTIC_QUOTA, ApiWriter, Conflict, NotFound, api_message
 from berth.scheduler.assembly import assemble
@@ -93,6 +93,7 @@ class Scheduler:
                 core.list_pod_for_all_namespaces,
                 self._on_pod,
                 drop_managed_fields=True,
+                early=earlylist.claim(str(api.configuration.host)),
             ),
             Informer(
                 "priorityclasses",

@@ -186,7 +186,9 @@ class EarlyList:
                     following = _continue_of(page)
                     with self._lock:
                         future = self._pages.setdefault(token, concurrent.futures.Future())
-                    future.set_result((page, following))
+                    # Answered None meanwhile only if the informer let the reader go.
+                    with contextlib.suppress(concurrent.futures.InvalidStateError):
+                        future.set_result((page, following))
                     if not following:
                         break
                     token = following

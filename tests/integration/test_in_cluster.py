@@ -8,6 +8,7 @@ other test's messages. They need root (a kubelet) and the local cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -106,6 +107,31 @@ async def test_berth_in_the_cluster_binds_a_pod(
     assert event.source.component == SCHEDULER
     # Nothing of Berth runs beside the cluster: the binding came from its pod.
     assert all(in_pod for _, _, in_pod in _berth_processes())
+    # The leader's first list of pods was the one asked for, with the pod's service
+    # account, as its process started.
+    read_early = [
+        line["read_early"]
+        for line in _controller_log_lines(installed)
+        if line.get("event") == "first list read from the pages asked for at start"
+        and line.get("kind") == "pods"
+    ]
+    assert read_early, "no controller says how it read its first list of pods"
+    assert max(read_early) >= 1, read_early
+
+
+def _controller_log_lines(kubectl: Kubectl) -> list[dict[str, Any]]:
+    """The JSON lines of every controller pod's log (others, such as kopf's, skipped)."""
+    lines = []
+    for pod in _berth_pods(kubectl):
+        if pod["metadata"]["labels"]["app.kubernetes.io/name"] != incluster.CONTROLLER:
+            continue
+        log = kubectl("-n", incluster.NAMESPACE, "logs", pod["metadata"]["name"])
+        for text in log.splitlines():
+            with contextlib.suppress(ValueError):
+                line = json.loads(text)
+                if isinstance(line, dict):
+                    lines.append(line)
+    return lines
 
 
 def _berth_processes() -> list[tuple[str, str, bool]]:

@@ -74,17 +74,19 @@ async def test_the_first_list_is_the_pages_read_early() -> None:
     assert all(call.get("watch") for call in server.calls), "the server was asked no page"
     assert server.calls[0]["resource_version"] == "10"
     assert informer.early is None, "one list only"
+    assert informer.stats.early_pages == 3
 
 
 async def test_the_server_is_asked_from_the_first_page_the_reader_did_not_read() -> None:
     early = ScriptedEarlyList({"": page("a", more="p2"), "p2": None})
     early.start()
-    server, seen, _ = await informed(
+    server, seen, informer = await informed(
         early, [listing("10", pod("b", "5"), more="p3"), listing("10", pod("c", "5"))]
     )
     assert [name for _, name, _ in seen] == ["a", "b", "c"]
     assert early.asked == ["", "p2"]
     assert [call.get("_continue") for call in server.calls[:2]] == ["p2", "p3"]
+    assert informer.stats.early_pages == 1
 
 
 async def test_a_token_the_reader_read_otherwise_sends_the_informer_to_the_server() -> None:

@@ -49,6 +49,8 @@ class WatchStats:
     watches: int = 0
     gone: int = 0
     events: int = 0
+    # Pages of the first list taken from those asked for as the process started.
+    early_pages: int = 0
 
 
 class Gone(Exception):
@@ -173,6 +175,7 @@ class Informer:
                 early_body: dict[str, Any] = orjson.loads(page)
                 if ((early_body.get("metadata") or {}).get("continue") or "") != following:
                     self._drop_early()  # the reader went on from another token
+                self.stats.early_pages += 1
                 return early_body
             self.early = None
         paging: dict[str, Any] = {"limit": LIST_PAGE}
@@ -191,11 +194,14 @@ class Informer:
         first = not self.known and not self.synced.is_set()
         if not first:
             self._drop_early()
+        offered = self.early is not None
+        pages = 0
         items: list[dict[str, Any]] = []
         coming: asyncio.Task[dict[str, Any]] | None = asyncio.ensure_future(self._page(""))
         try:
             while coming is not None:
                 body = await coming
+                pages += 1
                 meta = body.get("metadata") or {}
                 token = meta.get("continue") or ""
                 coming = asyncio.ensure_future(self._page(token)) if token else None
@@ -217,6 +223,13 @@ class Informer:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await coming
         self.stats.lists += 1
+        if offered:
+            logger.info(
+                "first list read from the pages asked for at start",
+                kind=self.kind,
+                pages=pages,
+                read_early=self.stats.early_pages,
+            )
         if not first:
             listed: dict[str, dict[str, Any]] = {}
             for item in items:

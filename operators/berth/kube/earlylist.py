@@ -270,8 +270,8 @@ class EarlyList:
 
 
 def _continue_of(page: bytes) -> str:
-    head = page[: page.find(b'"items"')] if b'"items"' in page else page
-    match = _CONTINUE.search(head)
+    items = page.find(b'"items"')
+    match = _CONTINUE.search(page, 0, items if items >= 0 else len(page))
     return match.group(1).decode() if match else ""
 
 

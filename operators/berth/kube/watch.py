@@ -177,7 +177,7 @@ class Informer:
                     self._drop_early()  # the reader went on from another token
                 self.stats.early_pages += 1
                 return early_body
-            self.early = None
+            self._drop_early()
         paging: dict[str, Any] = {"limit": LIST_PAGE}
         if token:
             paging["_continue"] = token
